@@ -1,0 +1,1 @@
+"""Signal sources: Celery queue depth, vLLM /metrics, Prometheus. Unknown is None, never zero."""

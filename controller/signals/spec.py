@@ -1,0 +1,37 @@
+"""Where a tier's signals come from (the ``signals:`` block of a tier)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from policies.durations import Duration
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class QueueSource(_Strict):
+    """Celery queue depth and in-flight tasks, read from the broker."""
+
+    kind: Literal["celery"] = "celery"
+    broker_url: str | None = None  # redis://… or amqp://…; None: $SCALECTL_BROKER_URL
+    broker_url_env: str | None = None  # name of an env var holding the URL (keeps passwords out of YAML)
+    queues: list[str] = Field(default_factory=lambda: ["celery"])
+
+
+class MetricsSource(_Strict):
+    """Latency and KV metrics: scrape each instance's vLLM /metrics, or ask a Prometheus server."""
+
+    kind: Literal["vllm", "prometheus"] = "vllm"
+    prometheus_url: str | None = None
+    window: Duration = 60.0
+
+
+class SignalsSpec(_Strict):
+    queue: QueueSource | None = None
+    metrics: MetricsSource | None = None
+    endpoints: list[str] = Field(default_factory=list)  # vLLM servers we did not create, scraped too
+    stale_after: Duration = 60.0  # a reading older than this is unknown

@@ -1,0 +1,1 @@
+"""Pure scaling policies: no I/O, no clock reads. Inputs in, a decision (desired count + reason) out."""

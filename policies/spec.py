@@ -1,0 +1,129 @@
+"""Policy configuration, validated with pydantic. Field names match the tiers.yaml keys."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from policies.durations import Duration
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class MinFloorPolicy(_Strict):
+    """User-facing tiers: a warm floor, scale out on queue per instance or TTFT p95, slow scale-in."""
+
+    kind: Literal["min-floor"]
+    floor: int = Field(1, ge=0)
+    queue_per_instance: float = Field(10, gt=0)
+    scale_out_after: Duration = 60.0
+    scale_in_after: Duration = 300.0
+    cooldown: Duration = 300.0
+    ttft_p95_max: Duration | None = None
+
+
+class ScaleToZeroPolicy(_Strict):
+    """Batch tiers: nothing while the queue is empty, ceil(depth / per-instance) once work waits."""
+
+    kind: Literal["scale-to-zero"]
+    queue_per_instance: float = Field(20, gt=0)
+    activate_after: Duration = 30.0
+    idle_after: Duration = 300.0
+
+
+class ReactiveRules(_Strict):
+    """The min-floor rules without a floor of their own (the tier's ``min`` is the floor)."""
+
+    queue_per_instance: float = Field(10, gt=0)
+    scale_out_after: Duration = 60.0
+    scale_in_after: Duration = 300.0
+    cooldown: Duration = 300.0
+    ttft_p95_max: Duration | None = None
+
+
+_HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
+
+
+class ScheduleWindow(_Strict):
+    """A known busy window: starts at each ``cron`` firing, ends at ``until`` (HH:MM, same day, local)."""
+
+    cron: str
+    until: str
+    instances: int = Field(ge=0)
+    timezone: str = "UTC"
+
+    @field_validator("cron")
+    @classmethod
+    def _cron_parses(cls, value: str) -> str:
+        from croniter import croniter
+
+        if not croniter.is_valid(value):
+            raise ValueError(f'expected a 5-field cron expression like "0 8 * * mon-fri", got {value!r}')
+        return value
+
+    @field_validator("until")
+    @classmethod
+    def _until_is_hhmm(cls, value: Any) -> str:
+        text = str(value)
+        if not _HHMM.match(text):
+            raise ValueError(f'expected a time of day like "18:00", got {value!r}')
+        return text
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone_exists(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f'expected an IANA timezone like "America/New_York", got {value!r}') from exc
+        return value
+
+
+class SeasonalForecast(_Strict):
+    """Forecast from recorded demand one period ago (yesterday, last week): peak of the next horizon."""
+
+    mode: Literal["seasonal"] = "seasonal"
+    periods: list[Duration] = Field(default_factory=lambda: [86400.0, 604800.0])
+    horizon: Duration = 900.0
+
+
+class PredictivePolicy(_Strict):
+    kind: Literal["predictive"]
+    headroom: float = Field(0.30, ge=0, le=10)
+    lead_time: Duration = 300.0
+    schedule: list[ScheduleWindow] = Field(default_factory=list)
+    forecast: SeasonalForecast | None = None
+    reactive: ReactiveRules = Field(default_factory=ReactiveRules)
+
+    @model_validator(mode="after")
+    def _has_a_source(self) -> PredictivePolicy:
+        if not self.schedule and self.forecast is None:
+            raise ValueError("a predictive policy needs a `schedule` list, a `forecast`, or both")
+        return self
+
+
+class ExternalPolicy(_Strict):
+    """A user's own policy class, ``package.module:ClassName``, run exactly like a built-in one."""
+
+    kind: Literal["external"]
+    class_: str = Field(alias="class")
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("class_")
+    @classmethod
+    def _looks_like_import_path(cls, value: str) -> str:
+        if not re.match(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$", value):
+            raise ValueError(f'expected "package.module:ClassName", got {value!r}')
+        return value
+
+
+PolicySpec = Annotated[
+    MinFloorPolicy | ScaleToZeroPolicy | PredictivePolicy | ExternalPolicy,
+    Field(discriminator="kind"),
+]

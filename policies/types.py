@@ -1,0 +1,109 @@
+"""Values that flow into and out of a policy. Frozen, plain, reproducible from recorded data."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Signals:
+    """One observation of a tier. ``None`` means *unknown* (missing, stale or failed), never zero."""
+
+    queue_depth: float | None = None
+    in_flight: float | None = None
+    ttft_p50_s: float | None = None
+    ttft_p95_s: float | None = None
+    ttft_p99_s: float | None = None
+    requests_waiting: float | None = None
+    requests_running: float | None = None
+    kv_cache_usage: float | None = None
+    arrivals: float | None = None  # requests arrived since the previous tick
+    request_rate: float | None = None  # requests per second over the reading window
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Signals:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: (None if v is None else float(v)) for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyState:
+    """Sustained-window memory carried between ticks as data (so a decision replays from records).
+
+    ``since`` maps a condition name (e.g. "queue_over") to the time it became continuously true;
+    ``last_change`` is when the desired count last moved. Policies return a new state every tick.
+    """
+
+    since: Mapping[str, float] = field(default_factory=dict)
+    last_change: float | None = None
+    last_desired: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"since": dict(self.since), "last_change": self.last_change, "last_desired": self.last_desired}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> PolicyState:
+        if not data:
+            return cls()
+        return cls(
+            since={str(k): float(v) for k, v in (data.get("since") or {}).items()},
+            last_change=data.get("last_change"),
+            last_desired=data.get("last_desired"),
+        )
+
+    def with_condition(self, name: str, active: bool, now: float) -> PolicyState:
+        """Start (or keep) the clock of a condition while it holds; clear it when it breaks."""
+        since = dict(self.since)
+        if active:
+            since.setdefault(name, now)
+        else:
+            since.pop(name, None)
+        return replace(self, since=since)
+
+    def held_for(self, name: str, now: float) -> float:
+        """Seconds the condition has held continuously (0 if it does not hold)."""
+        start = self.since.get(name)
+        return 0.0 if start is None else now - start
+
+
+@dataclass(frozen=True, slots=True)
+class SeasonalHistory:
+    """Recorded demand (instances the reactive rules asked for) one period ago, for forecast mode.
+
+    ``by_period`` maps a period in seconds (86400, 604800) to the peak demand recorded in the window
+    [now - period, now - period + lead_time + horizon]; a missing key means no record for that period.
+    """
+
+    by_period: Mapping[float, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyInput:
+    now: float  # epoch seconds, from the injected clock
+    signals: Signals
+    current: int  # instances counted toward the tier (provisioning + bootstrapping + ready)
+    state: PolicyState
+    history: SeasonalHistory = field(default_factory=SeasonalHistory)
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    desired: int
+    reason: str
+    state: PolicyState
+    demand: float | None = None  # instances the load alone asks for (recorded; feeds seasonal forecasts)
+
+
+@dataclass(frozen=True, slots=True)
+class Bounds:
+    """Hard limits applied after every policy: tier min/max and the $/hour budget."""
+
+    min: int
+    max: int
+    budget_per_hour: float | None = None
+    price_per_instance_hour: float | None = None

@@ -1,0 +1,1 @@
+"""Provider adapters: one small interface, typed values, one error taxonomy, one adapter per cloud."""

@@ -1,0 +1,63 @@
+"""The one error taxonomy every adapter maps its provider's failures into.
+
+Each class says whether a retry can help; tenacity retries only those (``is_retryable``).
+"""
+
+from __future__ import annotations
+
+
+class ProviderError(Exception):
+    """Base of every provider failure. ``retryable`` tells the caller whether trying again can help."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, provider: str | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.provider = provider
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        base = super().__str__()
+        return f"{self.provider}: {base}" if self.provider else base
+
+
+class InsufficientCapacity(ProviderError):
+    """The offer (GPU type, region, capacity kind) has no machines right now. Try another offer."""
+
+
+class QuotaExceeded(ProviderError):
+    """Account limit reached (GPU quota, spend limit). Needs a person or another provider."""
+
+
+class RateLimited(ProviderError):
+    """Too many calls. ``retry_after`` seconds, when the provider said so."""
+
+    retryable = True
+
+
+class AuthFailed(ProviderError):
+    """Missing, wrong or expired credentials. Never retried; never echoes the credential."""
+
+
+class InstanceNotFound(ProviderError):
+    """The provider does not know this instance (deleted, never existed). Delete treats it as success."""
+
+
+class Transient(ProviderError):
+    """5xx, timeouts, connection resets: worth another try with backoff."""
+
+    retryable = True
+
+
+class InvalidRequest(ProviderError):
+    """The provider rejected what we asked (unknown GPU or region, bad field). Fix the configuration."""
+
+
+class DeleteDeferred(ProviderError):
+    """The provider refuses deletion for now (e.g. a minimum runtime); retry after ``retry_after``."""
+
+    retryable = True
+
+
+def is_retryable(exc: BaseException) -> bool:
+    return isinstance(exc, ProviderError) and exc.retryable

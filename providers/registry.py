@@ -1,0 +1,43 @@
+"""The explicit registry of provider adapters, by type name. Imports are lazy (boto3 is an extra)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from clocks import Clock
+from providers.base import Provider
+
+# type name -> "module:Class". The class takes (config: ProviderConfig, clock: Clock).
+ADAPTERS: dict[str, str] = {
+    "simulated": "providers.simulated:SimulatedCloud",
+}
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """One configured provider account. ``name`` is what tiers list; ``type`` picks the adapter."""
+
+    name: str
+    type: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+class UnknownProviderType(ValueError):
+    pass
+
+
+def build_provider(config: ProviderConfig, clock: Clock) -> Provider:
+    target = ADAPTERS.get(config.type)
+    if target is None:
+        known = ", ".join(sorted(ADAPTERS))
+        raise UnknownProviderType(f"provider {config.name!r}: unknown type {config.type!r}; known: {known}")
+    module_name, _, class_name = target.partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    provider: Provider = cls(config, clock)
+    return provider
