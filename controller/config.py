@@ -73,9 +73,7 @@ class FleetConfig(_Strict):
     def _tier_names(cls, tiers: dict[str, TierSpec]) -> dict[str, TierSpec]:
         for name in tiers:
             if not _TIER_NAME.match(name):
-                raise ValueError(
-                    f'tier name "{name}" must be lowercase letters, digits and dashes (at most 40 chars)'
-                )
+                raise ValueError(f'tier name "{name}" must be lowercase letters, digits and dashes (at most 40 chars)')
         return tiers
 
     @model_validator(mode="after")
@@ -110,11 +108,17 @@ def _format_location(loc: tuple[Any, ...], data: Any) -> str:
     elif len(parts) >= 2 and parts[0] == "providers":
         prefix = f'provider "{parts[1]}": '
         parts = parts[2:]
-    if len(parts) >= 2 and parts[0] in ("policy",) and isinstance(parts[1], str) and parts[1] in (
-        "min-floor",
-        "scale-to-zero",
-        "predictive",
-        "external",
+    if (
+        len(parts) >= 2
+        and parts[0] in ("policy",)
+        and isinstance(parts[1], str)
+        and parts[1]
+        in (
+            "min-floor",
+            "scale-to-zero",
+            "predictive",
+            "external",
+        )
     ):
         del parts[1]  # the discriminator tag pydantic inserts
     path = ""
