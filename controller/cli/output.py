@@ -1,0 +1,66 @@
+"""One way to print results: ``-o table|json|yaml``. Errors go to stderr with a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from enum import StrEnum
+from typing import Any, NoReturn
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+# Exit codes scripts can trust.
+EXIT_OK = 0
+EXIT_ERROR = 1  # the operation failed (provider, store, runtime)
+EXIT_USAGE = 2  # bad input: configuration, arguments, files; nothing was changed
+EXIT_DIFF = 3  # `diff`: there are differences (like `diff(1)` returning 1, kept apart from errors)
+
+OutputOption = typer.Option(Format.table, "--output", "-o", help="Output format: table, json or yaml.")
+
+
+def emit(data: Any, fmt: Format, *, columns: Sequence[str] | None = None, title: str | None = None) -> None:
+    """Print ``data`` (a list of row dicts, or a dict) in the chosen format."""
+    if fmt is Format.json:
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+        return
+    if fmt is Format.yaml:
+        sys.stdout.write(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False))
+        return
+    console = Console(width=max(Console().width, 120))
+    if isinstance(data, Mapping):
+        rows: list[Mapping[str, Any]] = [{"field": k, "value": v} for k, v in data.items()]
+        columns = columns or ["field", "value"]
+    else:
+        rows = list(data)
+        columns = columns or (list(rows[0].keys()) if rows else [])
+    table = Table(title=title, show_lines=False)
+    for col in columns:
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*[_cell(row.get(col)) for col in columns])
+    console.print(table)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
+    """Print a one-paragraph error to stderr and exit with ``code``."""
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
