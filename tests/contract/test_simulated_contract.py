@@ -1,0 +1,55 @@
+"""The simulated cloud passes the same contract as every real adapter."""
+
+from __future__ import annotations
+
+import pytest
+
+from clocks import FakeClock
+from providers.base import Capacity
+from providers.errors import AuthFailed, InsufficientCapacity, RateLimited, Transient
+from providers.registry import ProviderConfig
+from providers.simulated import SimulatedCloud
+from tests.contract.suite import ContractHarness, Fault, ProviderContract
+
+
+class SimulatedHarness(ContractHarness):
+    def __init__(self, capacity: Capacity) -> None:
+        self.clock = FakeClock()
+        self.cloud = SimulatedCloud(ProviderConfig(name="simulated", type="simulated"), self.clock)
+        self.provider = self.cloud
+        self.capacity = capacity
+
+    async def make_running(self, provider_id: str) -> None:
+        self.clock.advance(self.cloud.options.provision_delay_max + 1)
+
+    def inject(self, fault: Fault, times: int = 1) -> None:
+        errors = {
+            Fault.NO_CAPACITY: ("create", InsufficientCapacity("no capacity", provider="simulated")),
+            Fault.AUTH: ("*", AuthFailed("bad key", provider="simulated")),
+            Fault.RATE_LIMITED: ("*", RateLimited("slow down", provider="simulated", retry_after=2.0)),
+            Fault.TRANSIENT: ("*", Transient("503", provider="simulated")),
+        }
+        method, error = errors[fault]
+        for m in ("create", "list", "offers", "get") if method == "*" else (method,):
+            self.cloud.fail_next(m, error, times)
+
+    def add_foreign(self) -> str:
+        return self.cloud.add_foreign_instance("someone-elses-box")
+
+    def set_raw_status(self, provider_id: str, raw: str) -> None:
+        self.cloud.set_raw_status(provider_id, raw)
+
+    def calls(self) -> int:
+        return sum(self.cloud.calls.values())
+
+
+class TestSimulatedOnDemand(ProviderContract):
+    @pytest.fixture
+    def harness(self) -> ContractHarness:
+        return SimulatedHarness(Capacity.ON_DEMAND)
+
+
+class TestSimulatedSpot(ProviderContract):
+    @pytest.fixture
+    def harness(self) -> ContractHarness:
+        return SimulatedHarness(Capacity.SPOT)
