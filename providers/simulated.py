@@ -102,11 +102,11 @@ class SimulatedCloud:
     def set_capacity(
         self, gpu: str, limit: int, *, capacity: Capacity | None = None, region: str | None = None
     ) -> None:
-        """Cap how many machines offers of ``gpu`` (optionally one capacity kind / region) can hand out."""
+        """Cap how many machines of ``gpu`` (optionally one capacity kind / region) can run at once."""
         canonical = normalize_gpu(gpu)
         for cap in (Capacity.ON_DEMAND, Capacity.SPOT) if capacity is None else (capacity,):
             for reg in self.options.regions if region is None else (region,):
-                self._capacity[self._offer_id(canonical, 1, reg, cap)] = limit
+                self._capacity[self._pool(canonical, reg, cap)] = limit
         self._save()
 
     def interrupt(self, provider_id: str, *, notice: float | None = None) -> None:
@@ -269,7 +269,7 @@ class SimulatedCloud:
             region=inst.region,
             capacity=Capacity(inst.capacity),
             price_per_hour=inst.price_per_hour,
-            address=f"{inst.provider_id}.sim.invalid:8000" if status is InstanceStatus.RUNNING else None,
+            address=None,  # nothing listens: simulated instances are not scraped or routed to
             created_at=inst.created_at,
             interruption_notice_at=notice,
         )

@@ -1,0 +1,92 @@
+"""Which offer a new instance goes to: cheapest acceptable, skipping offers that just ran out (Karpenter's
+3-minute unavailable-offerings cache), spot first for spot tiers, on-demand when spot is gone and the tier
+allows fallback; never over the tier's $/hour budget."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from controller.config import TierSpec
+from providers.base import Capacity, Offer
+
+UNAVAILABLE_FOR = 180.0  # seconds an offer is skipped after a no-capacity answer
+
+
+@dataclass
+class UnavailableOffers:
+    """Offers that answered no-capacity recently, with when they may be tried again."""
+
+    until: dict[tuple[str, str, Capacity], float] = field(default_factory=dict)
+
+    def mark(self, offer: Offer, capacity: Capacity, now: float, seconds: float = UNAVAILABLE_FOR) -> None:
+        self.until[(offer.provider, offer.offer_id, capacity)] = now + seconds
+
+    def is_unavailable(self, offer: Offer, capacity: Capacity, now: float) -> bool:
+        t = self.until.get((offer.provider, offer.offer_id, capacity))
+        if t is None:
+            return False
+        if now >= t:
+            del self.until[(offer.provider, offer.offer_id, capacity)]
+            return False
+        return True
+
+
+@dataclass(frozen=True)
+class Placement:
+    offer: Offer
+    capacity: Capacity
+    price_per_hour: float
+    fallback: bool  # on-demand standing in for spot
+
+
+def capacities_for(tier: TierSpec, spot_backoff: bool) -> list[tuple[Capacity, bool]]:
+    """Capacity kinds to try, in order, each with whether it is a fallback."""
+    if tier.capacity == "on-demand":
+        return [(Capacity.ON_DEMAND, False)]
+    order = [(Capacity.SPOT, False)]
+    if tier.fallback == "on-demand":
+        order.append((Capacity.ON_DEMAND, True))
+        if spot_backoff:  # spot was interrupted repeatedly: prefer on-demand until the back-off ends
+            order.reverse()
+    return order
+
+
+def ranked_offers(
+    tier: TierSpec,
+    offers: Iterable[Offer],
+    unavailable: UnavailableOffers,
+    now: float,
+    *,
+    spot_backoff: bool = False,
+) -> list[Placement]:
+    """Every acceptable placement, best first: capacity preference, then price, then provider order."""
+    provider_rank = {name: i for i, name in enumerate(tier.providers)}
+    offers = [o for o in offers if o.provider in provider_rank and o.gpu_count == tier.gpu_count]
+    if tier.regions:
+        offers = [o for o in offers if o.region in tier.regions]
+    ranked: list[Placement] = []
+    for capacity, is_fallback in capacities_for(tier, spot_backoff):
+        candidates = []
+        for offer in offers:
+            price = offer.price(capacity)
+            if price is None or not offer.available or unavailable.is_unavailable(offer, capacity, now):
+                continue
+            candidates.append(Placement(offer, capacity, price, is_fallback))
+        candidates.sort(key=lambda p: (p.price_per_hour, provider_rank[p.offer.provider], p.offer.offer_id))
+        ranked.extend(candidates)
+    return ranked
+
+
+def choose(
+    ranked: Sequence[Placement], spend_per_hour: float, budget_per_hour: float | None, in_use: Mapping[str, int]
+) -> Placement | None:
+    """The first placement that fits the budget and still has room (``in_use`` counts planned launches)."""
+    for placement in ranked:
+        if budget_per_hour is not None and spend_per_hour + placement.price_per_hour > budget_per_hour + 1e-9:
+            continue
+        room = placement.offer.available_count
+        if room is not None and in_use.get(placement.offer.offer_id, 0) >= room:
+            continue
+        return placement
+    return None

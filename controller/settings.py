@@ -1,0 +1,46 @@
+"""Daemon settings: environment variables with the SCALECTL_ prefix (and DATABASE_URL), one typed object."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    """$XDG_DATA_HOME/scalectl, else ~/.local/share/scalectl (the embedded default's home)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "scalectl"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SCALECTL_", extra="ignore")
+
+    database_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("SCALECTL_DATABASE_URL", "DATABASE_URL"),
+        description="SQLAlchemy URL; default: SQLite file in data_dir",
+    )
+    data_dir: Path = Field(default_factory=default_data_dir)
+    cluster: str = Field("sc", pattern=r"^[a-z0-9]{1,12}$", description="Key prefix that marks our instances")
+    tick_interval: float = Field(5.0, gt=0, description="Seconds between reconcile ticks")
+    time_scale: float = Field(1.0, ge=1.0, description="Run the simulated world this many times faster")
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(8089, ge=0, le=65535)
+    config_file: Path | None = Field(None, description="tiers.yaml applied at start (else the stored config)")
+    retention_days: float = Field(14.0, gt=0)
+    max_concurrent_provider_calls: int = Field(32, ge=1)
+    webhook_secret_env: str = "SCALECTL_WEBHOOK_SECRET"
+    webhook_secret_file: Path | None = None
+
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{self.data_dir / 'scalectl.db'}"
+
+    @property
+    def key_prefix(self) -> str:
+        return f"{self.cluster}-"

@@ -1,0 +1,1 @@
+"""The state store: SQLAlchemy 2 models, engine setup, and the repository the reconciler uses."""

@@ -1,0 +1,115 @@
+"""Tables: applied configuration versions, tiers, instances, decisions, events, and policy state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {dict[str, Any]: JSON}
+
+
+class ConfigVersion(Base):
+    """Every `scalectl apply` that changed something: the file as written, and its digest."""
+
+    __tablename__ = "config_versions"
+    version: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    applied_at: Mapped[float] = mapped_column(Float)
+    source: Mapped[str] = mapped_column(String(500))
+    digest: Mapped[str] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text)
+
+
+class TierRecord(Base):
+    """The active spec of each tier (a policy version is the config version that last changed it)."""
+
+    __tablename__ = "tiers"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
+    config_version: Mapped[int] = mapped_column(ForeignKey("config_versions.version"))
+    updated_at: Mapped[float] = mapped_column(Float)
+    active: Mapped[bool] = mapped_column(default=True)
+
+
+class PolicyStateRecord(Base):
+    """Sustained-window memory per tier, so a restarted daemon resumes its timers instead of resetting."""
+
+    __tablename__ = "policy_state"
+    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    state: Mapped[dict[str, Any]] = mapped_column(JSON)
+    desired: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class InstanceRecord(Base):
+    """One machine we asked for. The row (with its key) is committed before the provider is called."""
+
+    __tablename__ = "instances"
+    key: Mapped[str] = mapped_column(String(63), primary_key=True)
+    tier: Mapped[str] = mapped_column(String(64), index=True)
+    state: Mapped[str] = mapped_column(String(20), index=True)
+    provider: Mapped[str] = mapped_column(String(64))
+    provider_id: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    offer_id: Mapped[str] = mapped_column(String(200))
+    gpu: Mapped[str] = mapped_column(String(64))
+    gpu_count: Mapped[int] = mapped_column(Integer, default=1)
+    region: Mapped[str] = mapped_column(String(64))
+    capacity: Mapped[str] = mapped_column(String(16))
+    price_per_hour: Mapped[float] = mapped_column(Float)
+    address: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    launched_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ready_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    drain_started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    notice_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # interruption warned
+    ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    interrupted: Mapped[bool] = mapped_column(default=False)
+    end_state: Mapped[str] = mapped_column(String(20), default="terminated")  # what retiring ends in
+    surge: Mapped[bool] = mapped_column(default=False)  # extra instance replacing a fallback one
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    cost: Mapped[float] = mapped_column(Float, default=0.0)  # $ accounted when the row closes
+
+    __table_args__ = (Index("ix_instances_provider_id", "provider", "provider_id"),)
+
+
+class DecisionRecord(Base):
+    """What a policy decided on a tick, with the signals it saw and its reason."""
+
+    __tablename__ = "decisions"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    tier: Mapped[str] = mapped_column(String(64))
+    t: Mapped[float] = mapped_column(Float)
+    current: Mapped[int] = mapped_column(Integer)
+    desired: Mapped[int] = mapped_column(Integer)
+    demand: Mapped[float | None] = mapped_column(Float, nullable=True)
+    reason: Mapped[str] = mapped_column(Text)
+    signals: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+    __table_args__ = (Index("ix_decisions_tier_t", "tier", "t"),)
+
+
+class EventRecord(Base):
+    """Things that happened to instances and tiers (launched, ready, interrupted, retired, errors)."""
+
+    __tablename__ = "events"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    t: Mapped[float] = mapped_column(Float, index=True)
+    tier: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    instance_key: Mapped[str | None] = mapped_column(String(63), nullable=True)
+    kind: Mapped[str] = mapped_column(String(40))
+    message: Mapped[str] = mapped_column(Text)

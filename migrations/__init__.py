@@ -1,0 +1,1 @@
+"""Alembic migrations for the state store (run with `scalectl db upgrade`)."""
