@@ -134,6 +134,15 @@ class SimulatedCloud:
         self._save()
         return pid
 
+    def running_by_tier(self) -> dict[str, int]:
+        """Instances up and serving, per tier (what a load model needs to know)."""
+        self._advance()
+        counts: dict[str, int] = {}
+        for inst in self._instances.values():
+            if inst.status == "running" and inst.tier:
+                counts[inst.tier] = counts.get(inst.tier, 0) + 1
+        return counts
+
     def billed(self) -> float:
         """Dollars billed so far, per second, for every instance ever created."""
         now = self.clock.now()

@@ -659,6 +659,7 @@ class Reconciler:
     @staticmethod
     def _event(session: Session, now: float, tier: str | None, key: str | None, kind: str, message: str) -> None:
         session.add(EventRecord(t=now, tier=tier, instance_key=key, kind=kind, message=message[:2000]))
+        log.info("%s %s %s: %s", tier or "-", key or "-", kind, message)
 
     def _record_decision(
         self,

@@ -1,0 +1,52 @@
+"""What every command needs: settings, the store (migrated), and errors turned into clean exits."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
+from controller.cli.output import EXIT_ERROR, EXIT_USAGE, fail
+from controller.config import ConfigError
+from controller.settings import Settings
+from controller.store.repository import Store
+
+
+def settings() -> Settings:
+    try:
+        return Settings()
+    except Exception as exc:  # pydantic ValidationError: name the variable
+        fail(f"bad environment setting: {exc}", EXIT_USAGE)
+
+
+def safe_url(url: str) -> str:
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<unparsable database URL>"
+
+
+def open_store(s: Settings) -> Store:
+    from controller.app import open_store as _open
+
+    url = s.resolved_database_url()
+    try:
+        return _open(s)
+    except OperationalError as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+        fail(f"cannot open the database {safe_url(url)}: {reason}. Check SCALECTL_DATABASE_URL / DATABASE_URL.")
+    except SQLAlchemyError as exc:
+        fail(f"database error on {safe_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """Configuration problems exit 2 with every problem listed; nothing was changed."""
+    try:
+        yield
+    except ConfigError as exc:
+        fail(f"{exc}\nNothing was changed.", EXIT_USAGE)
+    except OperationalError as exc:
+        fail(f"database unavailable: {str(exc.orig or exc).splitlines()[0]}", EXIT_ERROR)

@@ -1,0 +1,46 @@
+"""`scalectl daemon`: run the controller in the foreground (systemd or a container runs it)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+
+import typer
+from rich.logging import RichHandler
+
+from controller.cli.context import settings, user_errors
+from controller.cli.output import EXIT_USAGE, fail
+
+
+def setup_logging(level: str) -> None:
+    handler = RichHandler(show_path=False, rich_tracebacks=False, markup=False, log_time_format="%H:%M:%S")
+    logging.basicConfig(level=level.upper(), handlers=[handler], format="%(message)s", force=True)
+    for noisy in ("apscheduler", "httpx", "httpcore", "uvicorn", "alembic"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def daemon(
+        config: Path | None = typer.Option(None, "--config", "-f", help="Tiers file to apply and run."),
+        speed: float = typer.Option(1.0, help="Run the simulated world N× faster (demos). 1 = real time."),
+        ticks: int | None = typer.Option(None, help="Stop by itself after this many ticks."),
+        port: int | None = typer.Option(None, help="HTTP port for /healthz, /readyz, /metrics (0: any free)."),
+        log_level: str = typer.Option("info", help="debug, info, warning or error."),
+    ) -> None:
+        """Run the autoscaler. With no configuration: the bundled example tiers on the simulated cloud,
+        with a synthetic load, printing every decision."""
+        from controller.daemon import Daemon, DaemonOptions
+
+        if speed < 1:
+            fail("--speed must be at least 1", EXIT_USAGE)
+        setup_logging(log_level)
+        s = settings()
+        if port is not None:
+            s = s.model_copy(update={"http_port": port})
+        if config is None and s.config_file is not None:
+            config = s.config_file
+        with user_errors():
+            code = asyncio.run(Daemon(s, DaemonOptions(config_file=config, speed=speed, max_ticks=ticks)).run())
+        raise typer.Exit(code)

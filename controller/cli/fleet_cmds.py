@@ -1,0 +1,146 @@
+"""`scalectl status`, `describe tier`, `events`: what the fleet is doing and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from clocks import SystemClock
+from controller.cli.context import open_store, settings, user_errors
+from controller.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
+from controller.status import fleet_status
+from policies.durations import parse_duration
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _since(window: str | None) -> float | None:
+    if window is None:
+        return None
+    try:
+        return SystemClock().now() - parse_duration(window)
+    except ValueError as exc:
+        fail(f"--since: {exc}", EXIT_USAGE)
+
+
+def register(app: typer.Typer) -> None:
+    describe_app = typer.Typer(help="Show one resource in detail.", no_args_is_help=True)
+    app.add_typer(describe_app, name="describe")
+
+    @app.command()
+    def status(output: Format = OutputOption) -> None:
+        """Per tier: desired / ready / pending / draining and $/hour."""
+        with user_errors():
+            rows = fleet_status(open_store(settings()))
+        emit(
+            rows,
+            output,
+            columns=["tier", "desired", "ready", "pending", "draining", "cost_per_hour", "capacity", "gpu"],
+        )
+
+    @describe_app.command("tier")
+    def describe_tier(
+        name: str,
+        output: Format = OutputOption,
+        decisions: int = typer.Option(10, help="How many recent decisions to show."),
+    ) -> None:
+        """Policy, latest signals (and source errors), instances and recent decisions of one tier."""
+        with user_errors():
+            store = open_store(settings())
+            specs = store.tier_specs()
+            if name not in specs:
+                fail(f'unknown tier "{name}"; tiers: {", ".join(sorted(specs)) or "(none applied)"}', EXIT_USAGE)
+            recent = store.decisions(name, limit=decisions)
+            instances = store.instances(name)
+            status = next((r for r in fleet_status(store) if r["tier"] == name), {})
+        now = SystemClock().now()
+        last = recent[-1] if recent else None
+        signals = dict(last.signals) if last else {}
+        errors = signals.pop("errors", {})
+        data = {
+            "tier": name,
+            "spec": specs[name],
+            "status": status,
+            "signals": signals,
+            "signal_errors": errors,
+            "instances": [
+                {
+                    "key": i.key,
+                    "state": i.state,
+                    "provider": i.provider,
+                    "capacity": i.capacity,
+                    "gpu": i.gpu,
+                    "region": i.region,
+                    "price_per_hour": i.price_per_hour,
+                    "age": _ago(now - i.created_at),
+                    "reason": i.reason,
+                }
+                for i in instances
+            ],
+            "decisions": [
+                {"age": _ago(now - d.t), "current": d.current, "desired": d.desired, "reason": d.reason} for d in recent
+            ],
+        }
+        if output is not Format.table:
+            emit(data, output)
+            return
+        policy = specs[name].get("policy", {})
+        typer.echo(
+            f"Tier {name}: {specs[name].get('capacity')} {specs[name].get('gpu')} "
+            f"[min {specs[name].get('min')}, max {specs[name].get('max')}]  policy {policy.get('kind')}"
+        )
+        emit(status, Format.table, title="status")
+        emit(signals or {"(no signals recorded yet)": ""}, Format.table, title="latest signals")
+        if errors:
+            emit(errors, Format.table, title="signal source errors")
+        emit(
+            data["instances"],
+            Format.table,
+            title="instances",
+            columns=["key", "state", "provider", "capacity", "region", "price_per_hour", "age", "reason"],
+        )
+        emit(data["decisions"], Format.table, title="recent decisions", columns=["age", "current", "desired", "reason"])
+
+    @app.command()
+    def events(
+        tier: str | None = typer.Option(None, help="Only this tier."),
+        since: str | None = typer.Option(None, help='Only this recent, e.g. "1h".'),
+        limit: int = typer.Option(50, help="At most this many of each kind."),
+        output: Format = OutputOption,
+    ) -> None:
+        """Decisions (with their reasons) and instance events, oldest first."""
+        start = _since(since)
+        with user_errors():
+            store = open_store(settings())
+            decisions = store.decisions(tier, limit=limit, since=start)
+            happenings = store.events(tier, limit=limit, since=start)
+        rows: list[dict[str, Any]] = [
+            {"t": d.t, "tier": d.tier, "kind": "decision", "what": f"{d.current} → {d.desired}: {d.reason}"}
+            for d in decisions
+        ]
+        rows += [
+            {
+                "t": e.t,
+                "tier": e.tier or "-",
+                "kind": e.kind,
+                "what": f"{e.instance_key + ': ' if e.instance_key else ''}{e.message}",
+            }
+            for e in happenings
+        ]
+        rows.sort(key=lambda r: r["t"])
+        if output is Format.table:
+            now = SystemClock().now()
+            emit(
+                [{**r, "t": _ago(now - r["t"]) + " ago"} for r in rows],
+                output,
+                columns=["t", "tier", "kind", "what"],
+            )
+        else:
+            emit(rows, output)

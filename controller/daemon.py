@@ -1,0 +1,264 @@
+"""`scalectl daemon`: the reconcile loop on an APScheduler interval, the HTTP surface, systemd
+notifications, config reloads, and a clean stop on SIGTERM (the running tick finishes first)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+
+from clocks import Clock, SystemClock
+from clocks.scaled import ScaledClock
+from controller.app import Controller, build_providers, open_store, provider_configs
+from controller.config import FleetConfig, load_config, parse_config
+from controller.embedded import bundled_tiers_text
+from controller.http_app import Health, build_http_app
+from controller.metrics import DaemonMetrics
+from controller.reconciler.loop import Reconciler
+from controller.settings import Settings
+from controller.signals.reading import SignalSource
+from controller.status import fleet_status
+from controller.store.repository import Store
+from controller.systemd import SystemdNotifier, watchdog_interval
+from providers.base import Provider
+
+log = logging.getLogger("scalectl.daemon")
+
+
+@dataclass(frozen=True)
+class DaemonOptions:
+    config_file: Path | None = None
+    speed: float = 1.0  # >1: the simulated world runs this many times faster than the wall clock
+    max_ticks: int | None = None  # stop by itself after this many ticks (demos, tests)
+    serve_http: bool = True
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without its own signal handling: the daemon owns SIGTERM/SIGINT."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+class Daemon:
+    def __init__(self, settings: Settings, options: DaemonOptions):
+        self.settings = settings
+        self.options = options
+        self.real_clock = SystemClock()
+        self.clock: Clock = ScaledClock(options.speed) if options.speed != 1.0 else self.real_clock
+        self.notifier = SystemdNotifier()
+        self.metrics = DaemonMetrics()
+        self.health = Health(settings.tick_interval / options.speed, self.real_clock)
+        self._stop = asyncio.Event()
+        self._lock = asyncio.Lock()
+        self._ticks = 0
+        self._config_version: int | None = None
+        self.controller: Controller | None = None
+
+    # ---- wiring ----------------------------------------------------------------------------------
+    def _load_fleet(self, store: Store) -> tuple[FleetConfig, bool]:
+        """(config, embedded): a given file is applied first; else the stored config; else the bundle."""
+        now = self.clock.now()
+        if self.options.config_file is not None:
+            fleet, text = load_config(self.options.config_file)
+            version, _ = store.apply_config(fleet, text, str(self.options.config_file), now)
+            if version is not None:
+                log.info("applied %s as config v%d", self.options.config_file, version)
+        stored = store.fleet_config()
+        if stored is not None:
+            return stored, _is_bundled(store)
+        text = bundled_tiers_text()
+        fleet = parse_config(text, "bundled example tiers")
+        store.apply_config(fleet, text, "bundled example tiers", now)
+        log.info("no configuration found: running the bundled example tiers on the simulated cloud")
+        return fleet, True
+
+    def _signals(self, embedded: bool, providers: dict[str, Provider]) -> SignalSource:
+        if embedded and "simulated" in providers:
+            from controller.embedded.load import SyntheticLoad
+            from providers.simulated import SimulatedCloud
+
+            cloud = providers["simulated"]
+            assert isinstance(cloud, SimulatedCloud)
+            return SyntheticLoad(self.clock, cloud)
+        from controller.signals.reader import SignalReader  # type: ignore[import-not-found, unused-ignore]
+
+        reader: SignalSource = SignalReader(self.clock)
+        return reader
+
+    def build(self) -> Controller:
+        store = open_store(self.settings)
+        fleet, embedded = self._load_fleet(store)
+        providers = build_providers(provider_configs(fleet, self.settings), self.clock)
+        signals = self._signals(embedded, providers)
+        reconciler = Reconciler(
+            store,
+            providers,
+            signals,
+            self.clock,
+            key_prefix=self.settings.key_prefix,
+            max_concurrent_calls=self.settings.max_concurrent_provider_calls,
+            **_optional_hooks(),
+        )
+        self._config_version = store.config_version()
+        return Controller(
+            self.settings, self.clock, store, fleet, providers, signals, reconciler, {"embedded": embedded}
+        )
+
+    def _refresh_config(self, controller: Controller) -> None:
+        """`scalectl apply` while running: new providers get adapters; tiers are read every tick anyway."""
+        version = controller.store.config_version()
+        if version == self._config_version:
+            return
+        self._config_version = version
+        fleet = controller.store.fleet_config()
+        if fleet is None:
+            return
+        configs = provider_configs(fleet, self.settings)
+        new = {n: c for n, c in configs.items() if n not in controller.providers}
+        if new:
+            controller.providers.update(build_providers(new, self.clock))
+            controller.reconciler.providers.update({n: controller.providers[n] for n in new})
+        controller.fleet = fleet
+        log.info("configuration v%s picked up", version)
+
+    # ---- running ---------------------------------------------------------------------------------
+    async def _tick(self) -> None:
+        controller = self.controller
+        if controller is None or self._stop.is_set():
+            return
+        async with self._lock:
+            started = self.real_clock.monotonic()
+            try:
+                self._refresh_config(controller)
+                report = await controller.reconciler.tick()
+            except Exception as exc:
+                log.exception("reconcile tick failed")
+                self.health.tick_failed(f"{type(exc).__name__}: {exc}")
+                self.metrics.ticks.labels("error").inc()
+            else:
+                self.health.tick_ok()
+                self.metrics.observe_tick(report, controller.store, self.real_clock.monotonic() - started)
+                if self._ticks == 0:
+                    self.notifier.ready(f"reconciling {len(report.tiers)} tiers")
+                self.notifier.watchdog()
+            self._ticks += 1
+            if self.options.max_ticks is not None and self._ticks >= self.options.max_ticks:
+                self._stop.set()
+
+    async def _prune(self) -> None:
+        if self.controller is not None:
+            removed = self.controller.store.prune(self.clock.now() - self.settings.retention_days * 86400)
+            if removed:
+                log.info("pruned %d old decisions and events", removed)
+
+    def _status(self) -> dict[str, Any]:
+        assert self.controller is not None
+        return {"tiers": fleet_status(self.controller.store), "ticks": self._ticks}
+
+    async def run(self) -> int:
+        self.controller = controller = self.build()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        interval = self.settings.tick_interval / self.options.speed
+        scheduler = AsyncIOScheduler(timezone=UTC)
+        first = datetime.fromtimestamp(self.real_clock.now(), tz=UTC)
+        scheduler.add_job(
+            self._tick,
+            "interval",
+            seconds=interval,
+            max_instances=1,
+            coalesce=True,
+            next_run_time=first,
+            id="reconcile",
+            misfire_grace_time=None,
+        )
+        scheduler.add_job(self._prune, "interval", hours=1, max_instances=1, coalesce=True, id="prune")
+        watchdog = watchdog_interval()
+        if watchdog:  # keep systemd's watchdog fed while ticks are slower than its timeout
+            scheduler.add_job(self._heartbeat, "interval", seconds=watchdog, id="watchdog")
+        server = self._http_server()
+        server_task = asyncio.create_task(server.serve()) if server is not None else None
+        scheduler.start()
+        log.info(
+            "daemon started: %d tiers, tick every %.3gs%s",
+            len(controller.fleet.tiers),
+            interval,
+            f" (world {self.options.speed:g}× faster)" if self.options.speed != 1.0 else "",
+        )
+        try:
+            await self._stop.wait()
+        finally:
+            self.health.stopping = True
+            self.notifier.stopping()
+            scheduler.shutdown(wait=False)
+            async with self._lock:  # the tick in progress finishes and commits
+                pass
+            if server is not None and server_task is not None:
+                server.should_exit = True
+                await server_task
+            await controller.aclose()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(sig)
+        log.info("daemon stopped cleanly after %d ticks", self._ticks)
+        return 0
+
+    async def _heartbeat(self) -> None:
+        ok, _ = self.health.ready()
+        if ok:
+            self.notifier.watchdog()
+
+    def _http_server(self) -> uvicorn.Server | None:
+        if not self.options.serve_http:
+            return None
+        app = build_http_app(self.health, self.metrics, self._status, _webhook_handler(self))
+        config = uvicorn.Config(
+            app,
+            host=self.settings.http_host,
+            port=self.settings.http_port,
+            log_level="warning",
+            lifespan="off",
+            access_log=False,
+        )
+        return _QuietServer(config)
+
+
+def _is_bundled(store: Store) -> bool:
+    with store.sessions() as s:
+        from sqlalchemy import select
+
+        from controller.store.models import ConfigVersion
+
+        latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()
+        return latest is not None and latest.source == "bundled example tiers"
+
+
+def _optional_hooks() -> dict[str, Any]:
+    """Readiness and drain checks over HTTP, when those modules are present."""
+    hooks: dict[str, Any] = {}
+    try:
+        from controller.readiness import http_drain_check, http_readiness  # type: ignore[attr-defined]
+    except ImportError:
+        return hooks
+    hooks["readiness"] = http_readiness
+    hooks["drain_check"] = http_drain_check
+    return hooks
+
+
+def _webhook_handler(daemon: Daemon) -> Any:
+    try:
+        from controller.webhooks.http import make_handler  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return None
+    return make_handler(daemon)
