@@ -24,6 +24,8 @@ def num(value: float) -> str:
 
 def dur(seconds: float) -> str:
     """A duration for a reason: 31s, 5m, 4m59s."""
+    if seconds >= 86400 and seconds % 86400 == 0:
+        return f"{seconds / 86400:g}d"
     if seconds >= 60 and seconds % 60 != 0 and seconds < 3600:
         minutes, rest = divmod(seconds, 60)
         return f"{int(minutes)}m{rest:g}s"

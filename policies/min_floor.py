@@ -58,7 +58,7 @@ def evaluate(
         need = ceil_count(depth / qpi)
         queue_fits_fewer = need < current
         if queue_fits_fewer:  # the dead band in between (fits exactly `current`) holds: no flapping
-            queue_text = f"queue {num(depth)} ≤ {num(qpi)} × {need}"
+            queue_text = f"queue {num(depth)} ≤ {num(qpi)} × {need}" if need else "queue 0"
         else:
             queue_text = f"queue {num(depth)} {'>' if queue_over else '≤'} {num(qpi)} × {current}"
 
