@@ -99,7 +99,7 @@ class PredictivePolicy(_Strict):
     lead_time: Duration = 300.0
     schedule: list[ScheduleWindow] = Field(default_factory=list)
     forecast: SeasonalForecast | None = None
-    reactive: ReactiveRules = Field(default_factory=ReactiveRules)
+    reactive: ReactiveRules = Field(default_factory=lambda: ReactiveRules.model_validate({}))
 
     @model_validator(mode="after")
     def _has_a_source(self) -> PredictivePolicy:

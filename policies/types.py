@@ -36,15 +36,23 @@ class PolicyState:
     """Sustained-window memory carried between ticks as data (so a decision replays from records).
 
     ``since`` maps a condition name (e.g. "queue_over") to the time it became continuously true;
-    ``last_change`` is when the desired count last moved. Policies return a new state every tick.
+    ``last_change`` is when the desired count last moved; ``peaks`` keeps the highest load seen while
+    a condition held (scale-in sizes for the peak of its window, not one quiet sample). Policies return
+    a new state every tick.
     """
 
     since: Mapping[str, float] = field(default_factory=dict)
     last_change: float | None = None
     last_desired: int | None = None
+    peaks: Mapping[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"since": dict(self.since), "last_change": self.last_change, "last_desired": self.last_desired}
+        return {
+            "since": dict(self.since),
+            "last_change": self.last_change,
+            "last_desired": self.last_desired,
+            "peaks": dict(self.peaks),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> PolicyState:
@@ -54,6 +62,7 @@ class PolicyState:
             since={str(k): float(v) for k, v in (data.get("since") or {}).items()},
             last_change=data.get("last_change"),
             last_desired=data.get("last_desired"),
+            peaks={str(k): float(v) for k, v in (data.get("peaks") or {}).items()},
         )
 
     def with_condition(self, name: str, active: bool, now: float) -> PolicyState:
@@ -69,6 +78,23 @@ class PolicyState:
         """Seconds the condition has held continuously (0 if it does not hold)."""
         start = self.since.get(name)
         return 0.0 if start is None else now - start
+
+    def with_peak(self, name: str, value: float | None) -> PolicyState:
+        """Raise the running peak of ``name`` to ``value``; ``None`` clears it (its window ended)."""
+        peaks = dict(self.peaks)
+        if value is None:
+            peaks.pop(name, None)
+        else:
+            peaks[name] = max(value, peaks.get(name, value))
+        return replace(self, peaks=peaks)
+
+    def restart(self, name: str, now: float) -> PolicyState:
+        """Restart a condition's clock and forget its peak (after acting on it)."""
+        since = dict(self.since)
+        since[name] = now
+        peaks = dict(self.peaks)
+        peaks.pop(name, None)
+        return replace(self, since=since, peaks=peaks)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,13 @@ app = typer.Typer(
     add_completion=False,
 )
 
+
+@app.callback()
+def _root() -> None:
+    """GPU fleet autoscaler for LLM agent fleets."""
+    # A callback keeps `scalectl <command>` a command group even while only one command is registered.
+
+
 # Modules with a ``register(app)`` function, in help order.
 COMMAND_MODULES = [
     "controller.cli.config_cmds",

@@ -1,0 +1,1 @@
+"""Example external policies: ``policy: {kind: external, class: "examples.policies.<module>:<Class>"}``."""

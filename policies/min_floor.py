@@ -1,0 +1,143 @@
+"""Minimum-floor policy: a warm floor, fast scale-out on queue or TTFT, slow guarded scale-in.
+
+The same rules, with a floor of 0, are the reactive part of the predictive policy (``evaluate``).
+
+Conditions (each with a clock in ``PolicyState.since``):
+
+- ``queue_over``: queue depth > queue_per_instance × current (current 0 with depth > 0 counts).
+- ``ttft_over``: TTFT p95 > ttft_p95_max (only when ttft_p95_max is set).
+- ``below``: every configured signal is known, TTFT is not over, and the queue fits fewer instances
+  (ceil(depth / qpi) < current). While it holds, the peak queue depth is kept; scale-in sizes for that
+  peak, so one quiet sample cannot empty the tier. A queue that fits exactly ``current`` holds (a dead
+  band against flapping).
+
+Scale-out fires when an over-condition has held for ``scale_out_after``: to ceil(depth / qpi), at least
+current + 1. Its clock then restarts, so the next step needs another ``scale_out_after`` (new instances
+take minutes to serve; without this a lingering TTFT breach would add one per tick).
+Scale-in fires when ``below`` has held for ``scale_in_after`` and nothing changed within ``cooldown``:
+to max(floor, ceil(peak depth / qpi)). The ``below`` clock then restarts.
+"""
+
+from __future__ import annotations
+
+from policies.common import ceil_count, dur, latency, num
+from policies.spec import MinFloorPolicy, ReactiveRules
+from policies.types import Decision, PolicyInput, PolicyState
+
+QUEUE_OVER = "queue_over"
+TTFT_OVER = "ttft_over"
+BELOW = "below"
+
+
+def decide(spec: MinFloorPolicy, inp: PolicyInput) -> Decision:
+    return evaluate(spec, spec.floor, inp)
+
+
+def evaluate(
+    rules: MinFloorPolicy | ReactiveRules,
+    floor: int,
+    inp: PolicyInput,
+    *,
+    scale_in_blocked_by: str | None = None,
+) -> Decision:
+    """Apply the min-floor rules. ``scale_in_blocked_by`` (a reason) keeps the ``below`` clock stopped,
+    used by the predictive policy while its plan holds the count up."""
+    now, current, signals = inp.now, inp.current, inp.signals
+    qpi = rules.queue_per_instance
+    depth = signals.queue_depth
+    p95 = signals.ttft_p95_s
+    unknown: list[str] = []
+
+    queue_over: bool | None = None
+    queue_fits_fewer = False
+    queue_text = ""
+    if depth is None:
+        unknown.append("queue_depth")
+    else:
+        queue_over = depth > qpi * current
+        need = ceil_count(depth / qpi)
+        queue_fits_fewer = need < current
+        if queue_fits_fewer:  # the dead band in between (fits exactly `current`) holds: no flapping
+            queue_text = f"queue {num(depth)} ≤ {num(qpi)} × {need}" if need else "queue 0"
+        else:
+            queue_text = f"queue {num(depth)} {'>' if queue_over else '≤'} {num(qpi)} × {current}"
+
+    ttft_over: bool | None = None
+    ttft_text = ""
+    if rules.ttft_p95_max is not None:
+        if p95 is None:
+            unknown.append("ttft_p95_s")
+        else:
+            ttft_over = p95 > rules.ttft_p95_max
+            ttft_text = f"TTFT p95 {latency(p95)} {'>' if ttft_over else '≤'} {latency(rules.ttft_p95_max)}"
+
+    below = queue_fits_fewer and ttft_over is not True and not unknown and scale_in_blocked_by is None
+    state = (
+        inp.state.with_condition(QUEUE_OVER, queue_over is True, now)
+        .with_condition(TTFT_OVER, ttft_over is True, now)
+        .with_condition(BELOW, below, now)
+        .with_peak(BELOW, depth if below else None)
+    )
+    demand = None if depth is None else ceil_count(depth / qpi)
+
+    # Scale out: fast, on whichever known signal is over its threshold; unknown ones do not block it.
+    fired: list[str] = []
+    waiting: list[str] = []
+    for name, over, text in ((QUEUE_OVER, queue_over, queue_text), (TTFT_OVER, ttft_over, ttft_text)):
+        if not over:
+            continue
+        held = state.held_for(name, now)
+        if held >= rules.scale_out_after:
+            fired.append(f"{text} for {dur(held)}")
+            state = state.restart(name, now)
+        else:
+            waiting.append(f"{text} for {dur(held)} (scale out after {dur(rules.scale_out_after)})")
+    if fired:
+        target = max(current + 1, demand or 0, floor)
+        return Decision(target, f"{' and '.join(fired)} → {target}", state, demand)
+
+    if current < floor:
+        return Decision(floor, f"{current} is below the floor {floor} → {floor}", state, demand)
+
+    if below:
+        return _scale_in(rules, floor, inp, state, demand, queue_text, ttft_text)
+
+    notes = [*waiting]
+    if unknown:
+        notes.append(f"{' and '.join(unknown)} unknown (no scale-in on missing data)")
+    elif not waiting:
+        notes.append(" and ".join(t for t in (queue_text, ttft_text) if t))
+    return Decision(current, f"{'; '.join(notes)} → hold {current}", state, demand)
+
+
+def _scale_in(
+    rules: MinFloorPolicy | ReactiveRules,
+    floor: int,
+    inp: PolicyInput,
+    state: PolicyState,
+    demand: int | None,
+    queue_text: str,
+    ttft_text: str,
+) -> Decision:
+    now, current = inp.now, inp.current
+    held = state.held_for(BELOW, now)
+    peak = state.peaks.get(BELOW, 0.0)
+    target = max(floor, ceil_count(peak / rules.queue_per_instance))
+    text = " and ".join(t for t in (queue_text, ttft_text) if t) + f" for {dur(held)}"
+    if target >= current:  # only when the floor is what keeps it
+        return Decision(current, f"{text} → hold {current} (floor {floor})", state, demand)
+    if held < rules.scale_in_after:
+        return Decision(current, f"{text} (scale in after {dur(rules.scale_in_after)}) → hold {current}", state, demand)
+    last_change = state.last_change
+    if last_change is not None and now - last_change < rules.cooldown:
+        ago, cooldown = dur(now - last_change), dur(rules.cooldown)
+        reason = f"{text}, but the count changed {ago} ago (cooldown {cooldown}) → hold {current}"
+        return Decision(current, reason, state, demand)
+    detail = []
+    if inp.signals.queue_depth is not None and peak != inp.signals.queue_depth:
+        detail.append(f"peak queue {num(peak)}")
+    if target == floor and floor > 0:
+        detail.append(f"floor {floor}")
+    suffix = f" ({', '.join(detail)})" if detail else ""
+    state = state.restart(BELOW, now).with_peak(BELOW, inp.signals.queue_depth)
+    return Decision(target, f"{text} → {target}{suffix}", state, demand)

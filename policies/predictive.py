@@ -1,0 +1,65 @@
+"""Predictive policy: pre-scale for known busy windows and for demand seen one period ago.
+
+desired = max(schedule, forecast, reactive):
+
+- schedule: each window covering now (from ``lead_time`` before its start until its end) asks
+  ceil(instances × (1 + headroom)).
+- forecast: predicted = the peak demand recorded one period ago over [now − period, now − period +
+  lead_time + horizon], the highest over the configured periods; asks ceil(predicted × (1 + headroom)).
+- reactive: the min-floor rules in ``reactive:`` with floor 0 (the tier ``min`` is applied by clamp).
+
+While the plan (schedule/forecast) holds the count at or above current, the reactive scale-in clock is
+stopped; once the plan drops, the reactive rules take over and scale in after ``scale_in_after`` of low
+load (and ``cooldown`` since the last change).
+"""
+
+from __future__ import annotations
+
+from policies import min_floor
+from policies.common import ceil_count, dur, num
+from policies.schedule import active_window
+from policies.spec import PredictivePolicy
+from policies.types import Decision, PolicyInput
+
+
+def _schedule_ask(spec: PredictivePolicy, now: float) -> tuple[int, str | None]:
+    best, text = 0, None
+    factor = 1 + spec.headroom
+    for window in spec.schedule:
+        hit = active_window(window, now, spec.lead_time)
+        if hit is None:
+            continue
+        ask = ceil_count(window.instances * factor)
+        if text is None or ask > best:
+            when = f"{hit.local_start:%a %H:%M}–{window.until} {window.timezone}"
+            if now < hit.start:
+                when += f", starts in {dur(hit.start - now)}"
+            best, text = ask, f'schedule "{window.cron}" ({when}): {window.instances} × {factor:g} = {ask}'
+    return best, text
+
+
+def _forecast_ask(spec: PredictivePolicy, inp: PolicyInput) -> tuple[int, str | None]:
+    if spec.forecast is None:
+        return 0, None
+    seen = [(inp.history.by_period[p], p) for p in spec.forecast.periods if p in inp.history.by_period]
+    if not seen:
+        return 0, "forecast: no demand recorded one period ago yet"
+    predicted, period = max(seen)
+    factor = 1 + spec.headroom
+    ask = ceil_count(predicted * factor)
+    return ask, f"forecast: peak {num(predicted)} {dur(period)} ago × {factor:g} = {ask}"
+
+
+def decide(spec: PredictivePolicy, inp: PolicyInput) -> Decision:
+    scheduled, schedule_text = _schedule_ask(spec, inp.now)
+    forecast, forecast_text = _forecast_ask(spec, inp)
+    plan = max(scheduled, forecast)
+    plan_texts = [t for t in (schedule_text, forecast_text) if t]
+    holding = plan > 0 and plan >= inp.current
+    reactive = min_floor.evaluate(spec.reactive, 0, inp, scale_in_blocked_by="; ".join(plan_texts) if holding else None)
+    desired = max(plan, reactive.desired)
+    if not plan_texts:
+        plan_texts.append("no schedule window or forecast now")
+    basis = reactive.reason.rsplit(" → ", 1)[0]
+    reason = f"{'; '.join(plan_texts)}; reactive {reactive.desired}: {basis} → {desired}"
+    return Decision(desired, reason, reactive.state, reactive.demand)

@@ -1,0 +1,163 @@
+"""Min-floor: never below the floor, fast scale-out on queue or TTFT, scale-in after a quiet window and cooldown."""
+
+from __future__ import annotations
+
+from policies.types import Bounds
+from tests.unit.policies.helpers import Runner, spec
+
+MF = spec(
+    kind="min-floor",
+    floor=2,
+    queue_per_instance=10,
+    scale_out_after="60s",
+    scale_in_after="5m",
+    cooldown="5m",
+    ttft_p95_max="500ms",
+)
+OK_TTFT = 0.2
+
+
+def test_queue_over_for_59s_holds_and_61s_scales_out_to_ceil_depth_over_per_instance() -> None:
+    run = Runner(MF, current=3)
+    run.tick(0, queue_depth=37, ttft_p95_s=OK_TTFT)
+    assert run.tick(59, queue_depth=37, ttft_p95_s=OK_TTFT).desired == 3
+    fired = run.tick(61, queue_depth=37, ttft_p95_s=OK_TTFT)
+    assert fired.desired == 4
+    assert fired.reason == "queue 37 > 10 × 3 for 1m1s → 4"
+
+
+def test_reason_matches_the_documented_example_at_exactly_60s() -> None:
+    run = Runner(MF, current=3)
+    run.tick(0, queue_depth=37, ttft_p95_s=OK_TTFT)
+    assert run.tick(60, queue_depth=37, ttft_p95_s=OK_TTFT).reason == "queue 37 > 10 × 3 for 1m → 4"
+
+
+def test_large_backlog_jumps_straight_to_what_it_needs() -> None:
+    run = Runner(MF, current=2)
+    run.tick(0, queue_depth=200, ttft_p95_s=OK_TTFT)
+    assert run.tick(60, queue_depth=200, ttft_p95_s=OK_TTFT).desired == 20
+
+
+def test_ttft_over_target_scales_out_by_at_least_one() -> None:
+    run = Runner(MF, current=2)
+    run.tick(0, queue_depth=0, ttft_p95_s=0.62)
+    assert run.tick(59, queue_depth=0, ttft_p95_s=0.62).desired == 2
+    fired = run.tick(61, queue_depth=0, ttft_p95_s=0.62)
+    assert fired.desired == 3
+    assert "TTFT p95 620ms > 500ms for 1m1s" in fired.reason
+
+
+def test_lingering_ttft_breach_adds_one_instance_per_scale_out_after_not_per_tick() -> None:
+    run = Runner(MF, current=2)
+    run.ticks(0, 60, 1, queue_depth=0, ttft_p95_s=0.9)  # fires at 60 s, then its clock restarts
+    assert run.current == 3
+    run.ticks(61, 119, 1, queue_depth=0, ttft_p95_s=0.9)
+    assert run.current == 3
+    run.tick(120, queue_depth=0, ttft_p95_s=0.9)
+    assert run.current == 4
+
+
+def test_ttft_at_the_target_is_not_over() -> None:
+    run = Runner(MF, current=2)
+    assert run.ticks(0, 300, 10, queue_depth=0, ttft_p95_s=0.5).desired == 2
+
+
+def test_current_zero_with_work_waiting_counts_as_over_threshold() -> None:
+    run = Runner(spec(kind="min-floor", floor=0), current=0)
+    run.tick(0, queue_depth=1)
+    assert run.tick(59, queue_depth=1).desired == 0
+    assert run.tick(60, queue_depth=1).desired == 1
+
+
+def test_quiet_for_4m59s_holds_and_5m01s_scales_in_toward_need() -> None:
+    run = Runner(MF, current=6)
+    run.tick(0, queue_depth=25, ttft_p95_s=OK_TTFT)
+    held = run.tick(299, queue_depth=25, ttft_p95_s=OK_TTFT)
+    assert held.desired == 6
+    assert "scale in after 5m" in held.reason
+    shrunk = run.tick(301, queue_depth=25, ttft_p95_s=OK_TTFT)
+    assert shrunk.desired == 3  # ceil(25 / 10)
+    assert shrunk.reason.startswith("queue 25 ≤ 10 × 3 and TTFT p95 200ms ≤ 500ms for 5m1s → 3")
+
+
+def test_never_below_the_floor() -> None:
+    run = Runner(MF, current=6)
+    last = run.ticks(0, 3600, 10, queue_depth=0, ttft_p95_s=OK_TTFT)
+    assert last.desired == 2
+    assert min(d.desired for d in run.decisions) == 2
+
+
+def test_below_the_floor_is_raised_at_once() -> None:
+    run = Runner(MF, current=0)
+    decision = run.tick(0, queue_depth=0, ttft_p95_s=OK_TTFT)
+    assert decision.desired == 2
+    assert "floor 2" in decision.reason
+
+
+def test_scale_in_sizes_for_the_peak_queue_of_the_window() -> None:
+    run = Runner(MF, current=6)
+    run.ticks(0, 120, 10, queue_depth=32, ttft_p95_s=OK_TTFT)
+    run.ticks(130, 290, 10, queue_depth=0, ttft_p95_s=OK_TTFT)
+    shrunk = run.tick(301, queue_depth=0, ttft_p95_s=OK_TTFT)
+    assert shrunk.desired == 4  # ceil(32 / 10), not the floor
+    assert "peak queue 32" in shrunk.reason
+
+
+def test_cooldown_guards_scale_in_after_a_recent_change() -> None:
+    policy = spec(kind="min-floor", floor=1, queue_per_instance=10, scale_in_after="5m", cooldown="10m")
+    run = Runner(policy, current=2)
+    run.tick(0, queue_depth=50)
+    assert run.tick(60, queue_depth=50).desired == 5  # change at t=60
+    run.tick(70, queue_depth=5)
+    blocked = run.tick(371, queue_depth=5)  # quiet 5m1s, but changed 5m11s ago
+    assert blocked.desired == 5
+    assert "cooldown 10m" in blocked.reason
+    assert run.tick(659, queue_depth=5).desired == 5
+    assert run.tick(661, queue_depth=5).desired == 1
+
+
+def test_cooldown_never_slows_scale_out() -> None:
+    policy = spec(kind="min-floor", floor=1, queue_per_instance=10, scale_out_after="60s", cooldown="30m")
+    run = Runner(policy, current=1)
+    run.tick(0, queue_depth=30)
+    assert run.tick(60, queue_depth=30).desired == 3
+    run.tick(61, queue_depth=80)
+    assert run.tick(121, queue_depth=80).desired == 8
+
+
+def test_queue_that_fits_exactly_current_holds_no_flapping() -> None:
+    run = Runner(MF, current=3)
+    assert run.ticks(0, 3600, 10, queue_depth=25, ttft_p95_s=OK_TTFT).desired == 3
+    assert {d.desired for d in run.decisions} == {3}
+
+
+def test_unknown_queue_holds_and_names_the_signal_but_ttft_still_scales_out() -> None:
+    run = Runner(MF, current=4)
+    held = run.ticks(0, 900, 10, queue_depth=None, ttft_p95_s=OK_TTFT)
+    assert held.desired == 4
+    assert "queue_depth unknown" in held.reason
+    run.tick(1000, queue_depth=None, ttft_p95_s=0.8)
+    assert run.tick(1060, queue_depth=None, ttft_p95_s=0.8).desired == 5
+
+
+def test_unknown_ttft_blocks_scale_in_but_queue_still_scales_out() -> None:
+    run = Runner(MF, current=4)
+    held = run.ticks(0, 900, 10, queue_depth=0, ttft_p95_s=None)
+    assert held.desired == 4
+    assert "ttft_p95_s unknown" in held.reason
+    run.tick(1000, queue_depth=90, ttft_p95_s=None)
+    assert run.tick(1060, queue_depth=90, ttft_p95_s=None).desired == 9
+
+
+def test_ttft_not_configured_means_queue_alone_decides() -> None:
+    run = Runner(spec(kind="min-floor", floor=1), current=3)
+    run.tick(0, queue_depth=0)
+    assert run.tick(301, queue_depth=0).desired == 1
+
+
+def test_max_caps_scale_out_and_the_reason_says_so() -> None:
+    run = Runner(MF, bounds=Bounds(min=1, max=5), current=3)
+    run.tick(0, queue_depth=200, ttft_p95_s=OK_TTFT)
+    capped = run.tick(60, queue_depth=200, ttft_p95_s=OK_TTFT)
+    assert capped.desired == 5
+    assert capped.reason.endswith("capped at tier max 5 → 5")
