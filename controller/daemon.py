@@ -39,6 +39,7 @@ class DaemonOptions:
     config_file: Path | None = None
     speed: float = 1.0  # >1: the simulated world runs this many times faster than the wall clock
     max_ticks: int | None = None  # stop by itself after this many ticks (demos, tests)
+    run_for: float | None = None  # stop by itself after this much (virtual) time
     serve_http: bool = True
 
 
@@ -63,6 +64,7 @@ class Daemon:
         self._lock = asyncio.Lock()
         self._ticks = 0
         self._config_version: int | None = None
+        self._started = self.clock.now()
         self.controller: Controller | None = None
 
     # ---- wiring ----------------------------------------------------------------------------------
@@ -154,6 +156,8 @@ class Daemon:
                 self.notifier.watchdog()
             self._ticks += 1
             if self.options.max_ticks is not None and self._ticks >= self.options.max_ticks:
+                self._stop.set()
+            if self.options.run_for is not None and self.clock.now() - self._started >= self.options.run_for:
                 self._stop.set()
 
     async def _prune(self) -> None:

@@ -60,6 +60,7 @@ class SimOptions:
     spot_interruptions_per_hour: float = 0.0  # per spot instance
     interruption_notice: float = 120.0
     state_path: str | None = None
+    create_delay: float = 0.0  # seconds `create` takes to answer after the instance exists (lost answers)
 
     @classmethod
     def from_mapping(cls, options: dict[str, Any]) -> SimOptions:
@@ -203,6 +204,8 @@ class SimulatedCloud:
         self._instances[inst.provider_id] = inst
         self._by_key[spec.key] = inst.provider_id
         self._save()
+        if self.options.create_delay:  # the machine exists; the answer is still on its way
+            await self.clock.sleep(self.options.create_delay)
         return self._view(inst)
 
     async def get(self, provider_id: str) -> ProviderInstance:

@@ -7,17 +7,20 @@ import logging
 from pathlib import Path
 
 import typer
-from rich.logging import RichHandler
 
 from controller.cli.context import settings, user_errors
 from controller.cli.output import EXIT_USAGE, fail
+from policies.durations import parse_duration
 
 
 def setup_logging(level: str) -> None:
-    handler = RichHandler(show_path=False, rich_tracebacks=False, markup=False, log_time_format="%H:%M:%S")
-    logging.basicConfig(level=level.upper(), handlers=[handler], format="%(message)s", force=True)
-    for noisy in ("apscheduler", "httpx", "httpcore", "uvicorn", "alembic"):
+    """One line per record (journald and `docker logs` friendly)."""
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)-7s %(message)s", datefmt="%H:%M:%S", force=True
+    )
+    for noisy in ("httpx", "httpcore", "uvicorn", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)  # "skipped: already running" is by design
 
 
 def register(app: typer.Typer) -> None:
@@ -26,6 +29,7 @@ def register(app: typer.Typer) -> None:
         config: Path | None = typer.Option(None, "--config", "-f", help="Tiers file to apply and run."),
         speed: float = typer.Option(1.0, help="Run the simulated world N× faster (demos). 1 = real time."),
         ticks: int | None = typer.Option(None, help="Stop by itself after this many ticks."),
+        run_for: str | None = typer.Option(None, help='Stop by itself after this much (simulated) time, e.g. "2h".'),
         port: int | None = typer.Option(None, help="HTTP port for /healthz, /readyz, /metrics (0: any free)."),
         log_level: str = typer.Option("info", help="debug, info, warning or error."),
     ) -> None:
@@ -35,6 +39,12 @@ def register(app: typer.Typer) -> None:
 
         if speed < 1:
             fail("--speed must be at least 1", EXIT_USAGE)
+        duration = None
+        if run_for is not None:
+            try:
+                duration = parse_duration(run_for)
+            except ValueError as exc:
+                fail(f"--run-for: {exc}", EXIT_USAGE)
         setup_logging(log_level)
         s = settings()
         if port is not None:
@@ -42,5 +52,7 @@ def register(app: typer.Typer) -> None:
         if config is None and s.config_file is not None:
             config = s.config_file
         with user_errors():
-            code = asyncio.run(Daemon(s, DaemonOptions(config_file=config, speed=speed, max_ticks=ticks)).run())
+            code = asyncio.run(
+                Daemon(s, DaemonOptions(config_file=config, speed=speed, max_ticks=ticks, run_for=duration)).run()
+            )
         raise typer.Exit(code)

@@ -19,10 +19,10 @@ from providers.simulated import SimulatedCloud
 
 @dataclass
 class _Serving:
-    peak_rps: float  # requests per second at the top of the day
-    per_instance_rps: float  # what one instance serves at the latency target
+    peak_sessions: float  # concurrent user sessions at the top of the day
+    slots_per_instance: float  # sessions one instance serves within the latency target
     period: float = 3600.0  # one demo "day" lasts an hour of virtual time
-    queue: float = 0.0
+    night: float = 0.1  # night load as a share of the peak (business hours vs night: 10×)
 
 
 @dataclass
@@ -44,19 +44,22 @@ class SyntheticLoad:
         self.clock = clock
         self.cloud = cloud
         self.serving = {
-            "orchestrator": _Serving(peak_rps=90.0, per_instance_rps=12.0),
-            "support-daytime": _Serving(peak_rps=50.0, per_instance_rps=12.0, period=5400.0),
+            "orchestrator": _Serving(peak_sessions=320.0, slots_per_instance=60.0),
+            "support-daytime": _Serving(peak_sessions=200.0, slots_per_instance=60.0, period=5400.0),
         }
-        self.batch = {"research": _Batch()}
+        self.batch = {"research": _Batch(burst=200)}
         self._last: dict[str, float] = {}
+        self._t0: float | None = None  # the demo day starts at night, when the daemon starts
 
     async def read(self, tier: str, spec: SignalsSpec, endpoints: Sequence[str]) -> TierReading:
         now = self.clock.now()
+        if self._t0 is None:
+            self._t0 = now
         dt = max(0.0, now - self._last.get(tier, now))
         self._last[tier] = now
         running = self.cloud.running_by_tier().get(tier, 0)
         if tier in self.serving:
-            signals = self._serve(self.serving[tier], now, dt, running)
+            signals = self._serve(self.serving[tier], now - self._t0, dt, running)
         elif tier in self.batch:
             signals = self._work(self.batch[tier], now, dt, running)
         else:
@@ -64,20 +67,24 @@ class SyntheticLoad:
         return TierReading(signals, now, sources={"*": "synthetic"})
 
     @staticmethod
-    def _serve(s: _Serving, now: float, dt: float, running: int) -> Signals:
-        phase = (now % s.period) / s.period
-        rate = s.peak_rps * (0.1 + 0.9 * max(0.0, math.sin(math.pi * phase)) ** 2)  # night 10×below peak
-        capacity = running * s.per_instance_rps
-        s.queue = max(0.0, s.queue + (rate - capacity) * dt)
-        utilisation = rate / capacity if capacity else math.inf
-        wait = s.queue / capacity if capacity else 30.0
-        ttft = 0.08 + 0.25 * min(utilisation, 4.0) ** 3 / 4 + wait
+    def _serve(s: _Serving, elapsed: float, dt: float, running: int) -> Signals:
+        """Closed-loop sessions: each waits for its answer before asking again, so the queue is the
+        sessions the running instances have no slot for, and latency climbs with utilisation."""
+        phase = (elapsed % s.period) / s.period
+        sessions = s.peak_sessions * (s.night + (1 - s.night) * math.sin(math.pi * phase) ** 2)
+        slots = running * s.slots_per_instance
+        waiting = max(0.0, sessions - slots)
+        utilisation = min(sessions / slots, 1.0) if slots else 1.0
+        ttft_p95 = 0.12 + 0.3 * utilisation**4 + (waiting / max(sessions, 1.0)) * 2.0
+        rate = sessions / 2.5  # one request per ~2.5 s per session (answer + think time)
         return Signals(
-            queue_depth=round(s.queue + max(0.0, rate - capacity) * 1.0, 2),
-            in_flight=round(min(rate, capacity) * 2.0, 2),
-            ttft_p50_s=round(ttft * 0.45, 4),
-            ttft_p95_s=round(ttft, 4),
-            ttft_p99_s=round(ttft * 1.6, 4),
+            queue_depth=round(waiting, 1),
+            in_flight=round(min(sessions, slots), 1),
+            ttft_p50_s=round(ttft_p95 * 0.4, 4),
+            ttft_p95_s=round(ttft_p95, 4),
+            ttft_p99_s=round(ttft_p95 * 1.7, 4),
+            requests_waiting=round(waiting, 1),
+            requests_running=round(min(sessions, slots), 1),
             request_rate=round(rate, 3),
             arrivals=round(rate * dt, 1),
         )

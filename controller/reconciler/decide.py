@@ -46,8 +46,8 @@ class PolicyRunner:
         from policies.history import DemandHistory
 
         hist = self._history.get(tier)
-        if hist is None:
-            hist = self._history[tier] = DemandHistory()
+        if hist is None:  # a week and a day: enough for the longest default seasonal period
+            hist = self._history[tier] = DemandHistory(retention=8 * 86400.0)
         return hist
 
     def seed_history(self, samples: list[tuple[str, float, float]]) -> None:

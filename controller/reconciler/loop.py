@@ -673,8 +673,9 @@ class Reconciler:
         reading: TierReading,
     ) -> None:
         last = self._last_recorded.get(name)
-        if last is not None and last[0] == desired and last[1] == reason and now - last[2] < RECORD_EVERY:
-            return
+        changed = last is None or last[0] != desired
+        if not changed and last is not None and now - last[2] < RECORD_EVERY:
+            return  # reasons carry elapsed times; record changes, and a sample a minute for history
         self._last_recorded[name] = (desired, reason, now)
         signals: dict[str, Any] = {k: v for k, v in reading.signals.to_dict().items() if v is not None}
         if reading.errors:
@@ -684,7 +685,7 @@ class Reconciler:
                 tier=name, t=now, current=current, desired=desired, demand=demand, reason=reason, signals=signals
             )
         )
-        if last is None or last[0] != desired or last[1] != reason:
+        if changed:
             log.info("%s: %d → %d: %s", name, current, desired, reason)
 
 

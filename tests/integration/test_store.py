@@ -1,0 +1,97 @@
+"""Migrations up and down, and the store's operations, on SQLite and the real PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import Engine, inspect
+
+from controller.config import parse_config
+from controller.store import migrate
+from controller.store.models import Base, InstanceRecord
+from controller.store.repository import Store
+from policies.types import PolicyState
+
+TIERS = """
+tiers:
+  web:
+    capacity: on-demand
+    gpu: H100-SXM5-80GB
+    providers: [simulated]
+    min: 1
+    max: 4
+    policy: {kind: min-floor, floor: 1}
+"""
+
+
+def test_migrations_go_up_and_down_and_match_the_models(any_engine: Engine) -> None:
+    migrate.upgrade(any_engine)
+    assert migrate.is_up_to_date(any_engine)
+    tables = set(inspect(any_engine).get_table_names())
+    assert set(Base.metadata.tables) <= tables
+    for table in Base.metadata.tables.values():  # every model column exists in the migrated schema
+        columns = {c["name"] for c in inspect(any_engine).get_columns(table.name)}
+        assert {c.name for c in table.columns} <= columns, table.name
+    migrate.downgrade(any_engine, "base")
+    assert migrate.current_revision(any_engine) is None
+    assert not set(Base.metadata.tables) & set(inspect(any_engine).get_table_names())
+    migrate.upgrade(any_engine)  # and up again on the emptied database
+    assert migrate.is_up_to_date(any_engine)
+
+
+def test_apply_versions_only_real_changes(any_engine: Engine) -> None:
+    migrate.upgrade(any_engine)
+    store = Store(any_engine)
+    fleet = parse_config(TIERS, "t.yaml")
+    v1, changes = store.apply_config(fleet, TIERS, "t.yaml", 100.0)
+    assert v1 == 1 and [c.change for c in changes] == ["added"]
+    again, _ = store.apply_config(fleet, TIERS, "t.yaml", 101.0)
+    assert again is None  # the very same file: no new version
+    changed_text = TIERS.replace("max: 4", "max: 8")
+    v2, changes = store.apply_config(parse_config(changed_text, "t.yaml"), changed_text, "t.yaml", 102.0)
+    assert v2 == 2 and [c.change for c in changes] == ["changed"]
+    assert store.active_tiers()["web"].max == 8
+    assert store.fleet_config() is not None and store.fleet_config().tiers["web"].max == 8  # type: ignore[union-attr]
+
+
+def test_instances_decisions_events_and_policy_state_round_trip(any_engine: Engine) -> None:
+    migrate.upgrade(any_engine)
+    store = Store(any_engine)
+    store.apply_config(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", 1.0)
+    with store.sessions.begin() as s:
+        s.add(
+            InstanceRecord(
+                key="sc-web-00000001",
+                tier="web",
+                state="ready",
+                provider="simulated",
+                provider_id="sim-1",
+                offer_id="o",
+                gpu="H100-SXM5-80GB",
+                gpu_count=1,
+                region="r",
+                capacity="on-demand",
+                price_per_hour=2.4,
+                created_at=1.0,
+                updated_at=1.0,
+            )
+        )
+        Store.save_policy_state(s, "web", PolicyState(since={"queue_over": 5.0}, last_change=3.0), 2, 6.0)
+    assert [r.key for r in store.instances("web")] == ["sc-web-00000001"]
+    assert store.mark_notice("simulated", "sim-1", None, 7.0) == "sc-web-00000001"
+    assert store.instances("web")[0].notice_at == 7.0
+    state, desired = store.policy_states()["web"]
+    assert desired == 2 and state.since == {"queue_over": 5.0} and state.last_change == 3.0
+    assert any(e.kind == "interruption-notice" for e in store.events("web"))
+
+
+@pytest.mark.parametrize("days", [1, 30])
+def test_prune_keeps_recent_history(any_engine: Engine, days: int) -> None:
+    from controller.store.models import DecisionRecord
+
+    migrate.upgrade(any_engine)
+    store = Store(any_engine)
+    with store.sessions.begin() as s:
+        for t in (0.0, 86400.0 * days):
+            s.add(DecisionRecord(tier="web", t=t, current=1, desired=1, reason="x", signals={}))
+    assert store.prune(before=86400.0 * days - 1) == 1
+    assert [d.t for d in store.decisions("web")] == [86400.0 * days]

@@ -1,0 +1,81 @@
+"""Local services for integration tests: reach them, start them if they are down, or fail loudly.
+
+Never skip silently: a test that needs PostgreSQL, Redis or RabbitMQ and cannot get one fails with the
+command that would have started it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+PG_URL = os.environ.get("SCALECTL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+
+START = {
+    "postgresql": [
+        ["bash", "-c", "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql | head -1) main start"]
+    ],
+    "redis": [
+        [
+            "redis-server",
+            "--daemonize",
+            "yes",
+            "--bind",
+            "127.0.0.1",
+            "-::1",
+            "--port",
+            "6379",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            "/var/lib/redis",
+            "--logfile",
+            "/var/log/redis/ci.log",
+        ]
+    ],
+    "rabbitmq": [["rabbitmq-server", "-detached"]],
+}
+PORTS = {"postgresql": 5432, "redis": 6379, "rabbitmq": 5672}
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def ensure_service(name: str, wait_seconds: float = 60.0) -> None:
+    """Make sure ``name`` answers on its port, starting it if needed; raise with the reason otherwise."""
+    port = PORTS[name]
+    if _port_open(port):
+        return
+    errors = []
+    for cmd in START[name]:
+        if name == "postgresql" and not glob.glob("/etc/postgresql/*"):
+            errors.append("PostgreSQL is not installed (no /etc/postgresql)")
+            break
+        try:
+            subprocess.run(cmd, check=False, capture_output=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            errors.append(f"{' '.join(cmd)}: {exc}")
+    deadline = time.monotonic() + wait_seconds
+    while time.monotonic() < deadline:
+        if _port_open(port):
+            return
+        time.sleep(0.5)
+    raise RuntimeError(
+        f"{name} is not reachable on 127.0.0.1:{port} and could not be started "
+        f"({'; '.join(errors) or 'started, but it never answered'}). Start it with: {' '.join(START[name][0])}"
+    )
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parent.parent
