@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
 from policies.spec import ScheduleWindow
 
-# A bound on cron firings examined per call (a "* * * * *" window walks at most a day of minutes).
-_MAX_FIRINGS = 2000
+# Days examined per call: today and as many following days as a long lead time reaches.
+_MAX_DAYS = 400
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,11 +40,21 @@ def _local_midnight(day: date, tz: ZoneInfo) -> datetime:
     return datetime.combine(day, time(0), tzinfo=tz)
 
 
+@lru_cache(maxsize=4096)
+def _first_firing(cron: str, timezone: str, day: date) -> datetime | None:
+    """The first firing of ``cron`` on a local day, or None. Cached: it never changes."""
+    tz = ZoneInfo(timezone)
+    fired: datetime = croniter(cron, _local_midnight(day, tz) - timedelta(seconds=1)).get_next(datetime)
+    fired = fired.astimezone(tz)
+    return fired if fired.date() == day else None
+
+
 def active_window(window: ScheduleWindow, now: float, lead_time: float) -> WindowHit | None:
     """The occurrence with start − lead_time ≤ now < end, or None.
 
-    Only windows ending after ``now`` can match: those of today (if ``until`` is still ahead) or later
-    days whose start is within ``lead_time``. Walk firings forward from that day's local midnight.
+    All firings of one local day before ``until`` share that day's end, so the day's first firing
+    defines its window. Only days whose end is after ``now`` can match: today while ``until`` is still
+    ahead, and following days whose first firing is within ``lead_time``.
     """
     tz = ZoneInfo(window.timezone)
     until = _until(window)
@@ -52,16 +63,12 @@ def active_window(window: ScheduleWindow, now: float, lead_time: float) -> Windo
     if local_now.time() >= until:
         day += timedelta(days=1)
     latest_start = now + lead_time
-    firings = croniter(window.cron, _local_midnight(day, tz) - timedelta(seconds=1))
-    for _ in range(_MAX_FIRINGS):
-        fired: datetime = firings.get_next(datetime)
-        if fired.timestamp() > latest_start:
+    for _ in range(_MAX_DAYS):
+        if _local_midnight(day, tz).timestamp() > latest_start:
             return None
-        local_day = fired.astimezone(tz).date()
-        end = datetime.combine(local_day, until, tzinfo=tz)
-        if fired < end:
-            if now < end.timestamp():
-                return WindowHit(fired.timestamp(), end.timestamp(), fired.astimezone(tz), end)
-        else:  # fired at or after `until`: nothing more opens that day
-            firings = croniter(window.cron, _local_midnight(local_day + timedelta(days=1), tz) - timedelta(seconds=1))
+        fired = _first_firing(window.cron, window.timezone, day)
+        end = datetime.combine(day, until, tzinfo=tz)
+        if fired is not None and fired < end and fired.timestamp() <= latest_start:
+            return WindowHit(fired.timestamp(), end.timestamp(), fired, end)
+        day += timedelta(days=1)
     return None

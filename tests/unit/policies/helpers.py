@@ -64,7 +64,7 @@ class Runner:
         at = start
         decision = None
         while at <= stop:
-            decision = self.tick(at, **signals)
+            decision = self.tick(at, **signals)  # type: ignore[arg-type]
             at += step
         assert decision is not None
         return decision

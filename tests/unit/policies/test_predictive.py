@@ -14,7 +14,7 @@ WEEK = 7 * DAY
 
 
 def ny(*parts: int) -> float:
-    return datetime(*parts, tzinfo=NY).timestamp()  # type: ignore[misc]
+    return datetime(*parts, tzinfo=NY).timestamp()  # type: ignore[misc, arg-type]
 
 
 SCHEDULED = spec(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -15,8 +15,8 @@ WEEKDAYS_8_TO_18 = ScheduleWindow(cron="0 8 * * mon-fri", until="18:00", instanc
 LEAD = 300.0
 
 
-def at(tz: ZoneInfo, *parts: int) -> float:
-    return datetime(*parts, tzinfo=tz).timestamp()  # type: ignore[misc]
+def at(tz: tzinfo, *parts: int) -> float:
+    return datetime(*parts, tzinfo=tz).timestamp()  # type: ignore[misc, arg-type]
 
 
 def test_active_from_lead_time_before_start_until_the_end() -> None:
