@@ -23,7 +23,8 @@ def num(value: float) -> str:
 
 
 def dur(seconds: float) -> str:
-    """A duration for a reason: 31s, 5m, 4m59s."""
+    """A duration for a reason: 31s, 5m, 4m59s (whole seconds from 10 s up, tenths below)."""
+    seconds = round(seconds) if seconds >= 10 else round(seconds, 1)
     if seconds >= 86400 and seconds % 86400 == 0:
         return f"{seconds / 86400:g}d"
     if seconds >= 60 and seconds % 60 != 0 and seconds < 3600:

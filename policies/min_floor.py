@@ -7,9 +7,14 @@ Conditions (each with a clock in ``PolicyState.since``):
 - ``queue_over``: queue depth > queue_per_instance × current (current 0 with depth > 0 counts).
 - ``ttft_over``: TTFT p95 > ttft_p95_max (only when ttft_p95_max is set).
 - ``below``: every configured signal is known, TTFT is not over, and the queue fits fewer instances
-  (ceil(depth / qpi) < current). While it holds, the peak queue depth is kept; scale-in sizes for that
-  peak, so one quiet sample cannot empty the tier. A queue that fits exactly ``current`` holds (a dead
-  band against flapping).
+  (ceil(depth / qpi) < current). While it holds, the peak queue depth (and the peak work in flight) is
+  kept; scale-in sizes for those peaks, so one quiet sample cannot empty the tier. A queue that fits
+  exactly ``current`` holds (a dead band against flapping).
+
+The queue only measures work *beyond* what the instances are serving: a well-sized fleet reads 0. So
+scale-in must also keep the instances the work in flight needs: with ``in_flight_per_instance`` set it
+keeps ceil(peak in flight / in_flight_per_instance); without it, it steps down ``scale_in_step``
+(default 1) instance per window and lets the latency and queue rules catch an overshoot.
 
 Scale-out fires when an over-condition has held for ``scale_out_after``: to ceil(depth / qpi), at least
 current + 1. Its clock then restarts, so the next step needs another ``scale_out_after`` (new instances
@@ -27,6 +32,13 @@ from policies.types import Decision, PolicyInput, PolicyState
 QUEUE_OVER = "queue_over"
 TTFT_OVER = "ttft_over"
 BELOW = "below"
+IN_FLIGHT = "in_flight"
+
+
+def in_flight_of(inp: PolicyInput) -> float | None:
+    """Work being served now: vLLM's running requests, else the queue's in-flight (unacked) tasks."""
+    signals = inp.signals
+    return signals.requests_running if signals.requests_running is not None else signals.in_flight
 
 
 def decide(spec: MinFloorPolicy, inp: PolicyInput) -> Decision:
@@ -71,14 +83,22 @@ def evaluate(
             ttft_over = p95 > rules.ttft_p95_max
             ttft_text = f"TTFT p95 {latency(p95)} {'>' if ttft_over else '≤'} {latency(rules.ttft_p95_max)}"
 
+    running = in_flight_of(inp)
+    per_instance = rules.in_flight_per_instance
+    if per_instance is not None and running is None:
+        unknown.append("in-flight work")
+
     below = queue_fits_fewer and ttft_over is not True and not unknown and scale_in_blocked_by is None
     state = (
         inp.state.with_condition(QUEUE_OVER, queue_over is True, now)
         .with_condition(TTFT_OVER, ttft_over is True, now)
         .with_condition(BELOW, below, now)
         .with_peak(BELOW, depth if below else None)
+        .with_peak(IN_FLIGHT, running if below else None)
     )
     demand = None if depth is None else ceil_count(depth / qpi)
+    if demand is not None and per_instance is not None and running is not None:
+        demand = max(demand, ceil_count(running / per_instance))
 
     # Scale out: fast, on whichever known signal is over its threshold; unknown ones do not block it.
     fired: list[str] = []
@@ -123,6 +143,16 @@ def _scale_in(
     held = state.held_for(BELOW, now)
     peak = state.peaks.get(BELOW, 0.0)
     target = max(floor, ceil_count(peak / rules.queue_per_instance))
+    per_instance = rules.in_flight_per_instance
+    busy_note = ""
+    if per_instance is not None:  # keep what the work in flight needs
+        busy = state.peaks.get(IN_FLIGHT, 0.0)
+        needed = ceil_count(busy / per_instance)
+        if needed > target:
+            target, busy_note = needed, f"{num(busy)} in flight need {needed}"
+    step = rules.scale_in_step or (None if per_instance is not None else 1)
+    if step is not None and current - target > step:
+        target, busy_note = current - step, busy_note or f"step {step}"
     text = " and ".join(t for t in (queue_text, ttft_text) if t) + f" for {dur(held)}"
     if target >= current:  # only when the floor is what keeps it
         return Decision(current, f"{text} → hold {current} (floor {floor})", state, demand)
@@ -136,8 +166,15 @@ def _scale_in(
     detail = []
     if inp.signals.queue_depth is not None and peak != inp.signals.queue_depth:
         detail.append(f"peak queue {num(peak)}")
+    if busy_note:
+        detail.append(busy_note)
     if target == floor and floor > 0:
         detail.append(f"floor {floor}")
     suffix = f" ({', '.join(detail)})" if detail else ""
-    state = state.restart(BELOW, now).with_peak(BELOW, inp.signals.queue_depth)
+    state = (
+        state.restart(BELOW, now)
+        .with_peak(BELOW, inp.signals.queue_depth)
+        .with_peak(IN_FLIGHT, None)  # a new window: forget the old peak
+        .with_peak(IN_FLIGHT, in_flight_of(inp))
+    )
     return Decision(target, f"{text} → {target}{suffix}", state, demand)

@@ -24,6 +24,10 @@ class MinFloorPolicy(_Strict):
     scale_in_after: Duration = 300.0
     cooldown: Duration = 300.0
     ttft_p95_max: Duration | None = None
+    # Concurrent requests one instance serves within the latency target (e.g. from `scalectl plan`).
+    # When set, scale-in keeps enough instances for the work in flight; when not, scale-in steps down.
+    in_flight_per_instance: float | None = Field(None, gt=0)
+    scale_in_step: int | None = Field(None, ge=1)  # most instances removed at once (None: 1, or any with the above)
 
 
 class ScaleToZeroPolicy(_Strict):
@@ -43,6 +47,10 @@ class ReactiveRules(_Strict):
     scale_in_after: Duration = 300.0
     cooldown: Duration = 300.0
     ttft_p95_max: Duration | None = None
+    # Concurrent requests one instance serves within the latency target (e.g. from `scalectl plan`).
+    # When set, scale-in keeps enough instances for the work in flight; when not, scale-in steps down.
+    in_flight_per_instance: float | None = Field(None, gt=0)
+    scale_in_step: int | None = Field(None, ge=1)  # most instances removed at once (None: 1, or any with the above)
 
 
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")

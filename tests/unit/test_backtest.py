@@ -193,7 +193,7 @@ tiers:
       headroom: 0.5
       lead_time: 0
       forecast: {periods: [1h], horizon: 5m}
-      reactive: {queue_per_instance: 10, scale_out_after: 0s}
+      reactive: {queue_per_instance: 10, scale_out_after: 0s, scale_in_step: 100}
 """
     rows = [{"t": T0 + i * 60, "tier": "web", "queue_depth": 80 if i == 10 else 0} for i in range(90)]
     out = run_backtest(config(text), lines(*rows), "timeline.jsonl")

@@ -13,6 +13,7 @@ MF = spec(
     scale_in_after="5m",
     cooldown="5m",
     ttft_p95_max="500ms",
+    scale_in_step=100,  # jump straight to the need; the stepping default is tested on its own below
 )
 OK_TTFT = 0.2
 
@@ -104,7 +105,9 @@ def test_scale_in_sizes_for_the_peak_queue_of_the_window() -> None:
 
 
 def test_cooldown_guards_scale_in_after_a_recent_change() -> None:
-    policy = spec(kind="min-floor", floor=1, queue_per_instance=10, scale_in_after="5m", cooldown="10m")
+    policy = spec(
+        kind="min-floor", floor=1, queue_per_instance=10, scale_in_after="5m", cooldown="10m", scale_in_step=100
+    )
     run = Runner(policy, current=2)
     run.tick(0, queue_depth=50)
     assert run.tick(60, queue_depth=50).desired == 5  # change at t=60
@@ -117,7 +120,9 @@ def test_cooldown_guards_scale_in_after_a_recent_change() -> None:
 
 
 def test_cooldown_never_slows_scale_out() -> None:
-    policy = spec(kind="min-floor", floor=1, queue_per_instance=10, scale_out_after="60s", cooldown="30m")
+    policy = spec(
+        kind="min-floor", floor=1, queue_per_instance=10, scale_out_after="60s", cooldown="30m", scale_in_step=100
+    )
     run = Runner(policy, current=1)
     run.tick(0, queue_depth=30)
     assert run.tick(60, queue_depth=30).desired == 3
@@ -150,7 +155,7 @@ def test_unknown_ttft_blocks_scale_in_but_queue_still_scales_out() -> None:
 
 
 def test_ttft_not_configured_means_queue_alone_decides() -> None:
-    run = Runner(spec(kind="min-floor", floor=1), current=3)
+    run = Runner(spec(kind="min-floor", floor=1, scale_in_step=100), current=3)
     run.tick(0, queue_depth=0)
     assert run.tick(301, queue_depth=0).desired == 1
 
@@ -161,3 +166,42 @@ def test_max_caps_scale_out_and_the_reason_says_so() -> None:
     capped = run.tick(60, queue_depth=200, ttft_p95_s=OK_TTFT)
     assert capped.desired == 5
     assert capped.reason.endswith("capped at tier max 5 → 5")
+
+
+def test_without_capacity_figures_scale_in_steps_down_one_at_a_time() -> None:
+    """A healthy fleet reads queue 0; jumping to ceil(0 / qpi) would drop busy instances. Step instead."""
+    policy = spec(kind="min-floor", floor=1, queue_per_instance=10, scale_in_after="5m", cooldown="5m")
+    run = Runner(policy, current=6)
+    run.tick(0, queue_depth=0)
+    first = run.tick(301, queue_depth=0)
+    assert first.desired == 5
+    assert "step 1" in first.reason
+    run.current = 5
+    assert run.tick(400, queue_depth=0).desired == 5  # a new window (and the cooldown) before the next step
+    assert run.tick(602, queue_depth=0).desired == 4
+
+
+def test_scale_in_keeps_the_instances_the_work_in_flight_needs() -> None:
+    policy = spec(
+        kind="min-floor",
+        floor=1,
+        queue_per_instance=10,
+        scale_in_after="5m",
+        cooldown="5m",
+        in_flight_per_instance=60,
+    )
+    run = Runner(policy, current=8)
+    run.tick(0, queue_depth=0, requests_running=230)
+    run.tick(150, queue_depth=0, requests_running=290)  # the window's peak
+    shrunk = run.tick(301, queue_depth=0, requests_running=200)
+    assert shrunk.desired == 5  # ceil(290 / 60), not the floor
+    assert "290 in flight need 5" in shrunk.reason
+
+
+def test_in_flight_rule_holds_when_in_flight_is_unknown() -> None:
+    policy = spec(kind="min-floor", floor=1, queue_per_instance=10, in_flight_per_instance=60)
+    run = Runner(policy, current=4)
+    run.tick(0, queue_depth=0)
+    held = run.tick(400, queue_depth=0)
+    assert held.desired == 4
+    assert "in-flight work unknown" in held.reason

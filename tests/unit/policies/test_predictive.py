@@ -22,7 +22,13 @@ SCHEDULED = spec(
     headroom=0.30,
     lead_time="5m",
     schedule=[{"cron": "0 8 * * mon-fri", "until": "18:00", "instances": 6, "timezone": "America/New_York"}],
-    reactive={"queue_per_instance": 10, "scale_out_after": "60s", "scale_in_after": "5m", "cooldown": "5m"},
+    reactive={
+        "queue_per_instance": 10,
+        "scale_out_after": "60s",
+        "scale_in_after": "5m",
+        "cooldown": "5m",
+        "scale_in_step": 100,
+    },
 )
 
 
