@@ -171,10 +171,11 @@ def slot_math(
     slots = budget // per_seq
     if slots < 1:
         fit = largest_context(budget, model, kv_dtype)
+        more = ", or add GPUs" + (" / use FP8 KV" if kv_dtype != "fp8" and supports_fp8(gpu) else "")
         raise ContextTooLong(
             f"max-model-len {max_model_len:,} does not fit: one sequence needs {per_seq / GIB:.2f} GiB of KV cache "
             f"({model.name}, {kv_dtype} KV) but {tensor_parallel}× {gpu.name} leaves {budget / GIB:.2f} GiB after "
-            f"weights; the largest that fits is {fit:,} tokens (one sequence at a time), or add GPUs / use FP8 KV",
+            f"weights; the largest that fits is {fit:,} tokens (one sequence at a time){more}",
             fit,
         )
     return SlotMath(

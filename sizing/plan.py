@@ -132,11 +132,11 @@ def make_plan(
     if gpu_count is not None:
         math_ = slot_math(m, g, tensor_parallel=gpu_count, **common)
     else:
-        math_ = _best_tensor_parallel(m, g, sessions, common)
+        math_ = _best_tensor_parallel(m, g, common)
         if math_.tensor_parallel > 1:
             reasons.append(
                 f"{math_.tensor_parallel} GPUs per server (tensor parallel): the weights "
-                f"({math_.weights_gib:.1f} GiB) leave too little KV room on fewer"
+                f"({math_.weights_gib:.1f} GiB) would take more than half of fewer GPUs' usable memory"
             )
     tp = math_.tensor_parallel
     per_server = math_.slots
@@ -170,10 +170,11 @@ def make_plan(
     )
 
 
-def _best_tensor_parallel(m: ModelInfo, g: GpuInfo, sessions: int | None, common: dict[str, Any]) -> SlotMath:
-    """Fewest GPUs per server that fit; with ``sessions``, the split that needs the fewest GPUs in total."""
+def _best_tensor_parallel(m: ModelInfo, g: GpuInfo, common: dict[str, Any]) -> SlotMath:
+    """Fewest GPUs per server whose weights take at most half the usable memory (the rest is KV cache);
+    failing that, the fewest that fit at all. Splitting a model that fits costs latency (all-reduce per layer)."""
+    fits: list[SlotMath] = []
     first_error: SizingError | None = None
-    best: SlotMath | None = None
     for tp in TP_SIZES:
         if m.num_attention_heads % tp:
             continue
@@ -182,18 +183,13 @@ def _best_tensor_parallel(m: ModelInfo, g: GpuInfo, sessions: int | None, common
         except (WeightsDoNotFit, ContextTooLong) as exc:
             first_error = first_error or exc
             continue
-        if sessions is None:
+        if candidate.weights_bytes <= candidate.usable_bytes / 2:
             return candidate
-        if best is None or _gpus_for(candidate, sessions) < _gpus_for(best, sessions):
-            best = candidate
-    if best is None:
-        assert first_error is not None
-        raise first_error
-    return best
-
-
-def _gpus_for(s: SlotMath, sessions: int) -> int:
-    return math.ceil(sessions / s.slots) * s.tensor_parallel
+        fits.append(candidate)
+    if fits:
+        return fits[0]
+    assert first_error is not None
+    raise first_error
 
 
 def plan_as_dict(plan: Plan) -> dict[str, Any]:
