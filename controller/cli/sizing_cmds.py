@@ -21,7 +21,7 @@ def plan(
     gpu: str = typer.Option(..., "--gpu", "-g", help="GPU name, e.g. H100, A100-80GB-PCIe, L40S."),
     weights: str | None = typer.Option(None, "--weights", help="fp8, fp16, bf16 or native (default: best for GPU)."),
     kv_cache: str | None = typer.Option(
-        None, "--kv-cache", help="fp8 or auto (model dtype); default fp8 if supported."
+        None, "--kv-cache", help="fp8 or auto (model dtype); default: fp8 if supported."
     ),
     max_model_len: int = typer.Option(4096, "--max-model-len", help="Context per sequence, tokens."),
     gpu_memory_utilization: float = typer.Option(0.90, "--gpu-memory-utilization"),
