@@ -72,9 +72,13 @@ class ReadinessProbe:
 
 
 def _connect_reason(exc: httpx.ConnectError) -> str:
-    text = str(exc).lower()
-    if "refused" in text:
-        return "connection refused"
+    seen: BaseException | None = exc
+    for _ in range(10):  # walk the cause chain (httpx -> httpcore -> OSError), bounded
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError) or "refused" in str(seen).lower():
+            return "connection refused"
+        seen = seen.__cause__ or seen.__context__
     return f"cannot connect: {exc}"
 
 
