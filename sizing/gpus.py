@@ -1,13 +1,22 @@
-"""GPU catalogue: canonical names, memory, FP8 support and seed prices (spring 2026, $/GPU-hour).
+"""GPU catalogue: canonical names, memory, bandwidth, FP8 support, compute capability and seed prices.
 
 Canonical names are what tiers.yaml uses (``gpu: H100-SXM5-80GB``); ``normalize_gpu`` accepts common
 spellings. Providers map their own names onto these.
+
+Units: ``memory_gb`` is the marketing figure, which for HBM/GDDR parts is binary (an "80 GB" H100 has
+80 GiB of HBM3; nvidia-smi shows ~79.6 GiB usable). ``memory_bytes`` therefore uses 2**30 per GB. Prices
+are seed $/GPU-hour (spring 2026), used by the simulated cloud and ``scalectl plan``.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+GIB = 1024**3
+
+# vLLM runs FP8 (W8A8 weights, FP8 KV cache) natively from compute capability 8.9 (Ada, Hopper, Blackwell).
+FP8_MIN_COMPUTE_CAPABILITY = (8, 9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,21 +28,43 @@ class GpuInfo:
     on_demand_per_hour: float  # seed price per GPU, used by the simulated cloud and `scalectl plan`
     spot_per_hour: float | None
     aliases: tuple[str, ...] = ()
+    compute_capability: tuple[int, int] = (0, 0)
+    architecture: str = ""
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gb * GIB)
+
+    @property
+    def compute_capability_str(self) -> str:
+        return f"{self.compute_capability[0]}.{self.compute_capability[1]}"
 
 
 GPUS: dict[str, GpuInfo] = {
     g.name: g
     for g in (
-        GpuInfo("L40S-48GB", 48, 864, True, 0.72, None, ("L40S",)),
-        GpuInfo("A100-40GB-PCIe", 40, 1555, False, 0.90, 0.80, ("A100-40GB", "A100 40GB")),
-        GpuInfo("A100-80GB-PCIe", 80, 1935, False, 1.04, 1.14, ("A100", "A100-80GB", "A100 80GB PCIe")),
-        GpuInfo("A100-80GB-SXM4", 80, 2039, False, 1.29, 0.99, ("A100-SXM4", "A100 SXM4 80GB")),
-        GpuInfo("H100-PCIe-80GB", 80, 2039, True, 2.51, None, ("H100-PCIe", "H100 PCIe")),
-        GpuInfo("H100-SXM5-80GB", 80, 3350, True, 2.40, 0.99, ("H100", "H100-SXM", "H100 SXM5", "H100-SXM5")),
-        GpuInfo("H200-141GB", 141, 4800, True, 3.70, None, ("H200", "H200-SXM")),
-        GpuInfo("B200-192GB", 192, 8000, True, 5.50, 2.01, ("B200",)),
-        GpuInfo("RTX4090-24GB", 24, 1008, True, 0.39, 0.25, ("RTX4090", "RTX 4090")),
-        GpuInfo("RTX5090-32GB", 32, 1792, True, 0.69, 0.45, ("RTX5090", "RTX 5090")),
+        GpuInfo("L40S-48GB", 48, 864, True, 0.72, None, ("L40S",), (8, 9), "Ada"),
+        GpuInfo("A100-40GB-PCIe", 40, 1555, False, 0.90, 0.80, ("A100-40GB", "A100 40GB"), (8, 0), "Ampere"),
+        GpuInfo(
+            "A100-80GB-PCIe", 80, 1935, False, 1.04, 1.14, ("A100", "A100-80GB", "A100 80GB PCIe"), (8, 0), "Ampere"
+        ),
+        GpuInfo("A100-80GB-SXM4", 80, 2039, False, 1.29, 0.99, ("A100-SXM4", "A100 SXM4 80GB"), (8, 0), "Ampere"),
+        GpuInfo("H100-PCIe-80GB", 80, 2039, True, 2.51, None, ("H100-PCIe", "H100 PCIe"), (9, 0), "Hopper"),
+        GpuInfo(
+            "H100-SXM5-80GB",
+            80,
+            3350,
+            True,
+            2.40,
+            0.99,
+            ("H100", "H100-SXM", "H100 SXM5", "H100-SXM5"),
+            (9, 0),
+            "Hopper",
+        ),
+        GpuInfo("H200-141GB", 141, 4800, True, 3.70, None, ("H200", "H200-SXM"), (9, 0), "Hopper"),
+        GpuInfo("B200-192GB", 192, 8000, True, 5.50, 2.01, ("B200",), (10, 0), "Blackwell"),
+        GpuInfo("RTX4090-24GB", 24, 1008, True, 0.39, 0.25, ("RTX4090", "RTX 4090"), (8, 9), "Ada"),
+        GpuInfo("RTX5090-32GB", 32, 1792, True, 0.69, 0.45, ("RTX5090", "RTX 5090"), (12, 0), "Blackwell"),
     )
 }
 
@@ -59,3 +90,12 @@ def normalize_gpu(name: str) -> str:
 
 def gpu_info(name: str) -> GpuInfo:
     return GPUS[normalize_gpu(name)]
+
+
+def supports_fp8(gpu: GpuInfo) -> bool:
+    """FP8 weights and FP8 KV cache in vLLM: compute capability >= 8.9 (the A100, 8.0, does not qualify)."""
+    return gpu.fp8 and gpu.compute_capability >= FP8_MIN_COMPUTE_CAPABILITY
+
+
+def fp8_gpus() -> list[str]:
+    return [g.name for g in GPUS.values() if supports_fp8(g)]

@@ -1,0 +1,194 @@
+"""A real nginx (Debian's package, `apt-get install nginx-light`) as its own instance in a temp prefix, in
+front of three in-process vLLM stand-ins: spread, session affinity, reload removing a backend, empty tier."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from controller.routing import Endpoint, NginxTarget, TierRoute
+
+pytestmark = pytest.mark.integration
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _backend(name: str) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            self.rfile.read(length)
+            body = json.dumps({"backend": name, "object": "list", "data": [{"id": "m"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = _answer
+        do_POST = _answer
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+
+@pytest.fixture
+def backends() -> Iterator[dict[str, str]]:
+    servers = {name: _backend(name) for name in ("a", "b", "c")}
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in servers.values()]
+    for t in threads:
+        t.start()
+    try:
+        yield {name: f"127.0.0.1:{s.server_address[1]}" for name, s in servers.items()}
+    finally:
+        for s in servers.values():
+            s.shutdown()
+            s.server_close()
+
+
+@pytest.fixture
+def nginx(tmp_path: Path) -> Iterator[tuple[NginxTarget, Path]]:
+    if not os.path.exists(NGINX):
+        pytest.fail("nginx is not installed: apt-get update && apt-get install -y nginx-light")
+    conf_d = tmp_path / "conf.d"
+    conf_d.mkdir()
+    for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi", "logs"):
+        (tmp_path / d).mkdir()
+    user = "user root root;\n" if os.geteuid() == 0 else ""
+    main = tmp_path / "nginx.conf"
+    main.write_text(
+        f"""{user}worker_processes 1;
+daemon off;
+pid {tmp_path}/nginx.pid;
+error_log {tmp_path}/logs/error.log info;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp_path}/body;
+    proxy_temp_path {tmp_path}/proxy;
+    fastcgi_temp_path {tmp_path}/fastcgi;
+    uwsgi_temp_path {tmp_path}/uwsgi;
+    scgi_temp_path {tmp_path}/scgi;
+    include {conf_d}/*.conf;
+}}
+"""
+    )
+    proc = subprocess.Popen([NGINX, "-p", str(tmp_path), "-c", str(main)], stderr=subprocess.PIPE)
+    pid_file = tmp_path / "nginx.pid"
+    for _ in range(100):  # bounded wait for the master to write its pid
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        if proc.poll() is not None:
+            pytest.fail(f"nginx exited: {proc.stderr.read().decode() if proc.stderr else ''}")
+        time.sleep(0.05)
+    target = NginxTarget(conf_d, nginx_bin=NGINX, main_conf=main, prefix=tmp_path)
+    try:
+        yield target, tmp_path
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_for(url: str, predicate, attempts: int = 100, **kwargs: Any) -> httpx.Response:
+    """Poll until the new config is live (reload hands over to new workers gracefully); bounded."""
+    last: httpx.Response | None = None
+    for _ in range(attempts):
+        try:
+            last = httpx.get(url, timeout=2, **kwargs)
+            if predicate(last):
+                return last
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"{url} never matched; last: {last.status_code if last else None}")
+
+
+def _hits(url: str, n: int, headers: dict[str, str] | None = None) -> Counter[str]:
+    with httpx.Client(timeout=5) as client:
+        return Counter(client.post(url, headers=headers or {}, json={}).json()["backend"] for _ in range(n))
+
+
+async def test_spread_affinity_reload_and_empty(nginx, backends) -> None:
+    target, _ = nginx
+    batch_port, chat_port = _free_port(), _free_port()
+    batch = TierRoute("batch", listen=f"127.0.0.1:{batch_port}")
+    chat = TierRoute("chat", session_affinity=True, listen=f"127.0.0.1:{chat_port}")
+    all_three = [Endpoint(a) for a in backends.values()]
+
+    await target.apply(batch, all_three)
+    await target.apply(chat, all_three)
+    batch_url, chat_url = f"http://127.0.0.1:{batch_port}/v1/chat/completions", f"http://127.0.0.1:{chat_port}/"
+    _wait_for(batch_url, lambda r: r.status_code == 200)
+    _wait_for(chat_url, lambda r: r.status_code == 200)
+
+    # Stateless: requests spread over all three backends.
+    spread = _hits(batch_url, 30)
+    assert set(spread) == {"a", "b", "c"}, spread
+
+    # Affinity: one session always lands on one backend; many sessions use more than one.
+    for session in ("s-1", "s-2", "s-3"):
+        assert len(_hits(chat_url, 10, {"X-Session-Id": session})) == 1
+    owners = {next(iter(_hits(chat_url, 1, {"X-Session-Id": f"user-{i}"}))) for i in range(30)}
+    assert len(owners) > 1
+
+    # Unchanged endpoints: no write, no reload.
+    same = await target.apply(batch, list(reversed(all_three)))
+    assert (same.changed, same.reloaded) == (False, False)
+
+    # Reload removing a backend: once the new workers serve, "c" never answers again.
+    await target.apply(batch, [Endpoint(backends["a"]), Endpoint(backends["b"])])
+    _wait_for(batch_url, lambda r: r.status_code == 200 and "127.0.0.1" in r.headers.get("X-Scalectl-Upstream", ""))
+    for _ in range(100):  # bounded: old workers finish their keepalive connections
+        if "c" not in _hits(batch_url, 10):
+            break
+        time.sleep(0.05)
+    after = _hits(batch_url, 30)
+    assert set(after) == {"a", "b"}, after
+
+    # Affinity survives removing another backend for sessions that were not on it.
+    owner = next(iter(_hits(chat_url, 1, {"X-Session-Id": "keep-me"})))
+    removed = next(name for name in backends if name != owner)
+    survivors = [Endpoint(addr) for name, addr in backends.items() if name != removed]
+    await target.apply(chat, survivors)
+    for _ in range(100):  # bounded: wait until the removed backend is gone from the chat tier
+        if removed not in _hits(chat_url, 5, {"X-Session-Id": f"probe-{_}"}):
+            break
+        time.sleep(0.05)
+    assert next(iter(_hits(chat_url, 1, {"X-Session-Id": "keep-me"}))) == owner
+
+    # Empty tier: valid config, 503 with a reason.
+    await target.apply(batch, [])
+    empty = _wait_for(batch_url, lambda r: r.status_code == 503)
+    assert "no ready instances for tier batch" in empty.text
+    assert empty.headers.get("Retry-After") == "30"
+
+    # And back.
+    await target.apply(batch, [Endpoint(backends["b"])])
+    _wait_for(batch_url, lambda r: r.status_code == 200)
+    assert set(_hits(batch_url, 10)) == {"b"}

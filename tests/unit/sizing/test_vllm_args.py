@@ -1,0 +1,114 @@
+"""Tuned vLLM flags: H100 vs A100 choices, the caps, and the reasons."""
+
+from __future__ import annotations
+
+import pytest
+
+from sizing.errors import Fp8Unsupported, SizingError, UnknownModel
+from sizing.spec import ServingSpec
+from sizing.vllm_args import tune_vllm_args
+
+
+def _flags(args: tuple[str, ...]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    i = 0
+    while i < len(args):
+        name = args[i]
+        if i + 1 < len(args) and not args[i + 1].startswith("--"):
+            out[name] = args[i + 1]
+            i += 2
+        else:
+            out[name] = None
+            i += 1
+    return out
+
+
+def test_h100_gets_fp8_and_the_case_study_flags() -> None:
+    tuned = tune_vllm_args(ServingSpec(), "H100-SXM5-80GB", drain_timeout=120)
+    f = _flags(tuned.args)
+    assert f["--quantization"] == "fp8" and f["--kv-cache-dtype"] == "fp8"
+    assert f["--max-model-len"] == "4096"
+    assert f["--max-num-seqs"] == "200"  # 2 × 100, below 248 slots
+    assert f["--max-num-batched-tokens"] == "2048"
+    assert f["--gpu-memory-utilization"] == "0.9"
+    assert "--enable-prefix-caching" in f
+    assert f["--shutdown-timeout"] == "120"
+    assert "--tensor-parallel-size" not in f
+    assert tuned.command()[:3] == ["vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
+    assert len(tuned.reasons()) >= len(tuned.flags)
+
+
+def test_a100_gets_bf16_and_max_num_seqs_capped_by_slots() -> None:
+    tuned = tune_vllm_args(ServingSpec(), "A100-80GB-PCIe")
+    f = _flags(tuned.args)
+    assert "--quantization" not in f and "--kv-cache-dtype" not in f
+    assert f["--dtype"] == "bfloat16"
+    assert int(f["--max-num-seqs"] or 0) == tuned.slots.slots < 200
+    assert any("capped at the" in r for r in tuned.reasons())
+    assert any("8.0" in r for r in tuned.reasons())
+
+
+def test_max_num_seqs_never_exceeds_slots_and_warns_below_target() -> None:
+    tuned = tune_vllm_args(ServingSpec(max_model_len=32768, target_concurrency=100), "L40S")
+    seqs = int(_flags(tuned.args)["--max-num-seqs"] or 0)
+    assert seqs == tuned.slots.slots < 100
+    assert any(r.startswith("warning:") for r in tuned.reasons())
+
+
+def test_fp8_requested_on_a100_is_an_error() -> None:
+    with pytest.raises(Fp8Unsupported, match="H100"):
+        tune_vllm_args(ServingSpec(weights_dtype="fp8"), "A100")
+
+
+def test_tensor_parallel_only_when_the_machine_allows_it() -> None:
+    spec = ServingSpec(model="meta-llama/Llama-3.3-70B-Instruct", max_model_len=8192, target_concurrency=50)
+    assert _flags(tune_vllm_args(spec, "H100", gpu_count=2).args)["--tensor-parallel-size"] == "2"
+    with pytest.raises(SizingError, match="gpu_count: 2"):
+        tune_vllm_args(ServingSpec(model="meta-llama/Llama-3.3-70B-Instruct", weights_dtype="bf16"), "H100")
+
+
+def test_small_model_on_a_multi_gpu_machine_is_not_split() -> None:
+    tuned = tune_vllm_args(ServingSpec(), "H100", gpu_count=2)
+    assert "--tensor-parallel-size" not in _flags(tuned.args)
+    assert any("idle" in r for r in tuned.reasons())
+
+
+def test_context_target_rounds_up_and_explicit_max_model_len_wins() -> None:
+    assert _flags(tune_vllm_args(ServingSpec(context_target=3000), "H100").args)["--max-model-len"] == "3072"
+    explicit = ServingSpec(context_target=3000, max_model_len=8192)
+    assert _flags(tune_vllm_args(explicit, "H100").args)["--max-model-len"] == "8192"
+
+
+def test_batched_tokens_at_least_max_num_seqs() -> None:
+    tuned = tune_vllm_args(ServingSpec(target_concurrency=1500, max_model_len=1024), "B200")
+    f = _flags(tuned.args)
+    assert int(f["--max-num-batched-tokens"] or 0) >= int(f["--max-num-seqs"] or 0) > 2048
+
+
+def test_extra_args_override_tuned_flags() -> None:
+    tuned = tune_vllm_args(ServingSpec(extra_args=("--max-num-seqs", "64", "--swap-space=8")), "H100")
+    assert tuned.args.count("--max-num-seqs") == 1
+    assert tuned.args[-3:] == ("--max-num-seqs", "64", "--swap-space=8")
+    assert any("set by extra_args" in r for r in tuned.reasons())
+
+
+def test_short_names_are_served_by_their_hugging_face_id() -> None:
+    assert tune_vllm_args(ServingSpec(model="qwen3-8b"), "H100").model == "Qwen/Qwen3-8B"
+
+
+def test_gpt_oss_keeps_native_weights() -> None:
+    f = _flags(tune_vllm_args(ServingSpec(model="openai/gpt-oss-20b"), "H100").args)
+    assert "--quantization" not in f and "--dtype" not in f
+    assert f["--kv-cache-dtype"] == "fp8"
+
+
+def test_unknown_model_without_config_json() -> None:
+    with pytest.raises(UnknownModel):
+        tune_vllm_args(ServingSpec(model="acme/unknown-7b"), "H100")
+
+
+def test_serving_spec_defaults_keep_old_yaml_valid() -> None:
+    spec = ServingSpec.model_validate({"model": "meta-llama/Llama-3.1-8B-Instruct", "max_model_len": 4096})
+    assert spec.gpu_memory_utilization == 0.90 and spec.weights_dtype is None and spec.extra_args == ()
+    with pytest.raises(ValueError, match="list of arguments"):
+        ServingSpec.model_validate({"extra_args": "--foo 1"})
