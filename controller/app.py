@@ -32,13 +32,16 @@ def provider_configs(fleet: FleetConfig, settings: Settings) -> dict[str, Provid
     """Every provider the tiers name: configured blocks, plus the implicit ones (simulated, local)."""
     configs: dict[str, ProviderConfig] = {}
     for name, entry in fleet.providers.items():
+        options = dict(entry.options)
+        if entry.type == "simulated":  # a simulated cloud outlives the daemon, like a real one
+            options.setdefault("state_path", str(settings.data_dir / f"simulated-cloud-{name}.json"))
         configs[name] = ProviderConfig(
             name=name,
             type=entry.type,
             base_url=entry.base_url,
             api_key_env=entry.api_key_env,
             api_key_file=entry.api_key_file,
-            options=dict(entry.options),
+            options=options,
         )
     for tier in fleet.tiers.values():
         for name in tier.providers:

@@ -154,8 +154,11 @@ def _scale_in(
     if step is not None and current - target > step:
         target, busy_note = current - step, busy_note or f"step {step}"
     text = " and ".join(t for t in (queue_text, ttft_text) if t) + f" for {dur(held)}"
-    if target >= current:  # only when the floor is what keeps it
-        return Decision(current, f"{text} → hold {current} (floor {floor})", state, demand)
+    if target >= current:  # the floor (or the work in flight) keeps it
+        if held >= rules.scale_in_after:  # the peaks are a window's, not since the condition began
+            state = _new_window(state, inp)
+        why = busy_note or f"floor {floor}"
+        return Decision(current, f"{text} → hold {current} ({why})", state, demand)
     if held < rules.scale_in_after:
         return Decision(current, f"{text} (scale in after {dur(rules.scale_in_after)}) → hold {current}", state, demand)
     last_change = state.last_change
@@ -171,10 +174,15 @@ def _scale_in(
     if target == floor and floor > 0:
         detail.append(f"floor {floor}")
     suffix = f" ({', '.join(detail)})" if detail else ""
-    state = (
-        state.restart(BELOW, now)
+    state = _new_window(state, inp)
+    return Decision(target, f"{text} → {target}{suffix}", state, demand)
+
+
+def _new_window(state: PolicyState, inp: PolicyInput) -> PolicyState:
+    """Restart the quiet window: its clock, and its peaks from the current readings."""
+    return (
+        state.restart(BELOW, inp.now)
         .with_peak(BELOW, inp.signals.queue_depth)
-        .with_peak(IN_FLIGHT, None)  # a new window: forget the old peak
+        .with_peak(IN_FLIGHT, None)
         .with_peak(IN_FLIGHT, in_flight_of(inp))
     )
-    return Decision(target, f"{text} → {target}{suffix}", state, demand)

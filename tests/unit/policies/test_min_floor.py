@@ -205,3 +205,21 @@ def test_in_flight_rule_holds_when_in_flight_is_unknown() -> None:
     held = run.tick(400, queue_depth=0)
     assert held.desired == 4
     assert "in-flight work unknown" in held.reason
+
+
+def test_a_window_that_sheds_nothing_starts_afresh_so_old_peaks_expire() -> None:
+    policy = spec(
+        kind="min-floor",
+        floor=1,
+        queue_per_instance=10,
+        scale_in_after="5m",
+        cooldown="5m",
+        in_flight_per_instance=60,
+    )
+    run = Runner(policy, current=6)
+    run.tick(0, queue_depth=0, requests_running=350)  # the day's peak: 6 needed
+    held = run.tick(301, queue_depth=0, requests_running=100)
+    assert held.desired == 6 and "350 in flight need 6" in held.reason
+    # load stays low; the next window no longer remembers 350
+    shrunk = run.tick(602, queue_depth=0, requests_running=100)
+    assert shrunk.desired == 2

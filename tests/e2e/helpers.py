@@ -1,0 +1,52 @@
+"""Run `scalectl` as a real process against a data directory of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.services import repo_root
+
+
+def env_for(data_dir: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SCALECTL_") and k != "DATABASE_URL"}
+    env.update({"SCALECTL_DATA_DIR": str(data_dir), "PYTHONPATH": str(repo_root()), **extra})
+    return env
+
+
+def scalectl(data_dir: Path, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "controller.cli.main", *args],
+        cwd=repo_root(),
+        env=env_for(data_dir, **env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def start_daemon(data_dir: Path, *args: str, **env: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "controller.cli.main", "daemon", *args],
+        cwd=repo_root(),
+        env=env_for(data_dir, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def json_of(result: subprocess.CompletedProcess[str]) -> Any:
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

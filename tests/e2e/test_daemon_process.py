@@ -1,0 +1,148 @@
+"""The daemon as a process: the embedded demo scales tiers up and down; SIGKILL mid-creation loses and
+duplicates nothing; SIGTERM stops cleanly."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.helpers import free_port, json_of, scalectl, start_daemon
+
+pytestmark = pytest.mark.e2e
+
+
+def _series(decisions: list[dict], tier: str) -> list[tuple[float, int]]:
+    """(t, desired) each time the desired count changed (the minute samples in between dropped)."""
+    changes: list[tuple[float, int]] = []
+    for d in decisions:
+        if d["tier"] != tier:
+            continue
+        desired = int(d["what"].split(" → ")[1].split(":")[0])
+        if not changes or changes[-1][1] != desired:
+            changes.append((d["t"], desired))
+    return changes
+
+
+def test_embedded_daemon_scales_up_and_down_without_flapping(tmp_path: Path) -> None:
+    run = scalectl(tmp_path, "daemon", "--speed", "300", "--run-for", "70m", "--port", "0", timeout=240)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "bundled example tiers" in run.stderr
+    events = json_of(scalectl(tmp_path, "events", "--limit", "100000", "-o", "json"))
+    decisions = [e for e in events if e["kind"] == "decision"]
+
+    research = [n for _, n in _series(decisions, "research")]
+    first_up = next(i for i, n in enumerate(research) if n > 0)
+    assert research[0] == 0 and max(research) >= 5
+    assert 0 in research[first_up:], "research never went back to zero"
+
+    orch = _series(decisions, "orchestrator")
+    counts = [n for _, n in orch]
+    peak_at = counts.index(max(counts))
+    assert max(counts) > 2
+    assert 2 in counts[peak_at:], "orchestrator never came back to its floor"
+    assert min(counts[1:]) >= 2  # never below the floor once it was reached
+    # No flapping: a scale-in only after 5 quiet minutes, and a scale-out never right after a scale-in.
+    for (_t0, n0), (t1, n1), (t2, n2) in zip(orch, orch[1:], orch[2:], strict=False):
+        if n2 < n1:
+            assert t2 - t1 >= 300 - 1, f"scale-in {n1}→{n2} only {t2 - t1:.0f}s after the last change"
+        if n1 < n0 and n2 > n1:
+            assert t2 - t1 >= 60 - 1, f"scale-out {n1}→{n2} {t2 - t1:.0f}s after a scale-in"
+    status = {r["tier"]: r for r in json_of(scalectl(tmp_path, "status", "-o", "json"))}
+    assert set(status) == {"orchestrator", "research", "support-daytime"}
+
+
+BURST = """
+tiers:
+  burst:
+    capacity: on-demand
+    gpu: H100-SXM5-80GB
+    providers: [slowsim]
+    min: 8
+    max: 8
+    policy: {kind: min-floor, floor: 8}
+providers:
+  slowsim:
+    type: simulated
+    options: {create_delay: 30, provision_delay_min: 5, provision_delay_max: 5}
+"""
+
+
+def _db_rows(data_dir: Path) -> list[tuple[str, str, str | None]]:
+    with sqlite3.connect(data_dir / "scalectl.db") as db:
+        return list(db.execute("SELECT key, state, provider_id FROM instances"))
+
+
+def _cloud(data_dir: Path) -> list[dict]:
+    path = data_dir / "simulated-cloud-slowsim.json"
+    return json.loads(path.read_text())["instances"] if path.exists() else []
+
+
+def test_sigkill_while_creating_then_restart_has_no_duplicate_and_no_untracked_instance(tmp_path: Path) -> None:
+    tiers = tmp_path / "tiers.yaml"
+    tiers.write_text(BURST)
+    daemon = start_daemon(tmp_path, "--config", str(tiers), "--port", "0")
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # the creates have reached the cloud, their answers have not
+            if len(_cloud(tmp_path)) == 8 and (tmp_path / "scalectl.db").exists():
+                rows = _db_rows(tmp_path)
+                if len(rows) == 8 and all(pid is None for _, _, pid in rows):
+                    break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the daemon never got to creating instances")
+        daemon.send_signal(signal.SIGKILL)
+        daemon.wait(timeout=10)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+    # The crash window: rows with no provider id, machines in the cloud that no row points at yet.
+    assert all(pid is None for _, state, pid in _db_rows(tmp_path) if state == "pending")
+    before = {i["key"] for i in _cloud(tmp_path)}
+    assert len(before) == 8
+
+    rerun = scalectl(tmp_path, "daemon", "--ticks", "3", "--port", "0", timeout=120)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    rows = _db_rows(tmp_path)
+    cloud = _cloud(tmp_path)
+    live_rows = {key: pid for key, state, pid in rows if state not in ("terminated", "failed")}
+    assert len(cloud) == 8, "duplicate instances were created"
+    assert {i["key"] for i in cloud} == before  # the same machines, adopted
+    assert len(live_rows) == 8
+    assert {i["key"]: i["provider_id"] for i in cloud} == live_rows  # every machine tracked by exactly its row
+
+
+def test_sigterm_stops_cleanly_after_the_tick_in_progress(tmp_path: Path) -> None:
+    port = free_port()
+    daemon = start_daemon(tmp_path, "--port", str(port), "--speed", "10")
+    try:
+        deadline = time.monotonic() + 60
+        ready = None
+        while time.monotonic() < deadline:
+            try:
+                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
+                if ready.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        assert ready is not None and ready.status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).json() == {"status": "ok"}
+        metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+        assert "scalectl_tier_desired_instances" in metrics and 'tier="orchestrator"' in metrics
+        status = httpx.get(f"http://127.0.0.1:{port}/v1/status", timeout=2).json()
+        assert {t["tier"] for t in status["tiers"]} == {"orchestrator", "research", "support-daytime"}
+        daemon.send_signal(signal.SIGTERM)
+        code = daemon.wait(timeout=30)
+        _, err = daemon.communicate(timeout=5)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+    assert code == 0
+    assert "stopped cleanly" in err
