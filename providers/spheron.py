@@ -309,7 +309,9 @@ class SpheronProvider:
             page += 1
         return groups
 
-    def _to_offers(self, group: dict[str, Any], raw: dict[str, Any], gpu: str, want: GpuRequest) -> builtins.list[Offer]:
+    def _to_offers(
+        self, group: dict[str, Any], raw: dict[str, Any], gpu: str, want: GpuRequest
+    ) -> builtins.list[Offer]:
         upstream = str(raw.get("provider") or "")
         instance_type = str(raw.get("instanceType") or "DEDICATED").upper()
         is_spot = instance_type in _SPOT_TYPES

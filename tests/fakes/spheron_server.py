@@ -87,6 +87,7 @@ def default_catalogue() -> list[dict[str, Any]]:
             "H100 SXM5 80GB",
             [
                 _offer("voltage-park", "vp-h100-sxm5-1x", "H100-SXM5", 1, 2.40, ["us-dallas-1"], interconnect="SXM5"),
+                _offer("spheron-ai", "sai-h100-sxm5-1x", "H100-SXM5", 1, 2.90, ["us-east-1"], interconnect="SXM5"),
                 _offer(
                     "data-crunch", "dc-h100-sxm5-8x", "H100-SXM5", 8, 19.20, ["FIN-01", "FIN-02"], interconnect="SXM5"
                 ),
