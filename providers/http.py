@@ -50,22 +50,22 @@ class Pacer:
     """Spaces calls at least ``interval`` seconds apart on the injected clock. It waits, never refuses.
 
     Used where a provider documents a request rate (Lambda: one launch per 12 s): respecting the
-    limit up front beats collecting 429s.
+    limit up front beats collecting 429s. ``ApiClient`` marks every pacer of a request at the moment
+    it is sent, so two pacers (all requests, launches) never undercut each other.
     """
 
     def __init__(self, clock: Clock, interval: float):
         self._clock = clock
         self.interval = interval
         self._last: float | None = None
-        self._lock = asyncio.Lock()
 
-    async def wait(self) -> None:
-        async with self._lock:
-            if self._last is not None:
-                delay = self._last + self.interval - self._clock.monotonic()
-                if delay > 0:
-                    await self._clock.sleep(delay)
-            self._last = self._clock.monotonic()
+    def remaining(self) -> float:
+        if self._last is None:
+            return 0.0
+        return max(0.0, self._last + self.interval - self._clock.monotonic())
+
+    def mark(self) -> None:
+        self._last = self._clock.monotonic()
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -100,6 +100,7 @@ class ApiClient:
         self.retry = retry or RetryPolicy()
         self._map_error = map_error
         self._pacer = pacer
+        self._pace_lock = asyncio.Lock()
         self._client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
             headers={"Accept": "application/json", "User-Agent": "scalectl", **headers},
@@ -119,11 +120,15 @@ class ApiClient:
         params: Mapping[str, Any] | None = None,
         json: Any = None,
         retry: bool = True,
+        pacer: Pacer | None = None,
     ) -> Any:
-        """Send a request and return its parsed JSON body (None when empty). Raises ProviderError."""
+        """Send a request and return its parsed JSON body (None when empty). Raises ProviderError.
+
+        ``pacer`` adds a per-operation rate (e.g. launches) on top of the client-wide one.
+        """
         if not retry:
-            return await self.send_once(method, path, params=params, json=json)
-        return await self.retrying(lambda: self.send_once(method, path, params=params, json=json))
+            return await self.send_once(method, path, params=params, json=json, pacer=pacer)
+        return await self.retrying(lambda: self.send_once(method, path, params=params, json=json, pacer=pacer))
 
     async def retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
         """Run ``attempt`` under the retry policy (also for composite operations like lookup-then-create)."""
@@ -148,10 +153,15 @@ class ApiClient:
         return float(backoff(state))
 
     async def send_once(
-        self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Any = None,
+        pacer: Pacer | None = None,
     ) -> Any:
-        if self._pacer is not None:
-            await self._pacer.wait()
+        await self._pace([p for p in (self._pacer, pacer) if p is not None])
         try:
             response = await self._client.request(method, path, params=params, json=json)
         except httpx.TimeoutException as exc:
@@ -163,6 +173,18 @@ class ApiClient:
         if response.is_success:
             return body
         raise self._map_error(response, body)
+
+    async def _pace(self, pacers: list[Pacer]) -> None:
+        """Wait until every pacer allows a call, then mark them all: the request goes out now."""
+        if not pacers:
+            return
+        async with self._pace_lock:
+            for pacer in pacers:  # time only moves forward, so each stays satisfied once it is
+                delay = pacer.remaining()
+                if delay > 0:
+                    await self.clock.sleep(delay)
+            for pacer in pacers:
+                pacer.mark()
 
     async def aclose(self) -> None:
         await self._client.aclose()

@@ -28,6 +28,7 @@ GPUS: dict[str, GpuInfo] = {
         GpuInfo("A100-40GB-PCIe", 40, 1555, False, 0.90, 0.80, ("A100-40GB", "A100 40GB")),
         GpuInfo("A100-80GB-PCIe", 80, 1935, False, 1.04, 1.14, ("A100", "A100-80GB", "A100 80GB PCIe")),
         GpuInfo("A100-80GB-SXM4", 80, 2039, False, 1.29, 0.99, ("A100-SXM4", "A100 SXM4 80GB")),
+        GpuInfo("A100-40GB-SXM4", 40, 1555, False, 1.29, None, ("A100 SXM4 40GB",)),
         GpuInfo("H100-PCIe-80GB", 80, 2039, True, 2.51, None, ("H100-PCIe", "H100 PCIe")),
         GpuInfo("H100-SXM5-80GB", 80, 3350, True, 2.40, 0.99, ("H100", "H100-SXM", "H100 SXM5", "H100-SXM5")),
         GpuInfo("H200-141GB", 141, 4800, True, 3.70, None, ("H200", "H200-SXM")),
