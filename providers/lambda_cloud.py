@@ -38,6 +38,8 @@ DEFAULT_BASE_URL = "https://cloud.lambdalabs.com/api/v1"
 LAUNCH_PATH = "/instance-operations/launch"
 MAX_NAME = 64
 MAX_USER_DATA = 1_000_000  # "cannot exceed 1MB"
+LAUNCH_INTERVAL = 12.0  # documented: one launch per 12 s
+REQUEST_INTERVAL = 1.0  # documented: about one request per second
 
 STATUS_TABLE: dict[str, InstanceStatus] = {
     "booting": InstanceStatus.PENDING,
@@ -92,8 +94,8 @@ class LambdaOptions:
     timeout: float = 30.0
     max_attempts: int = 4
     max_wait: float = 30.0
-    launch_interval: float = 12.0  # documented: one launch per 12 s
-    request_interval: float = 1.0  # documented: about one request per second
+    launch_interval: float = LAUNCH_INTERVAL  # 0 turns pacing off (the 429 path still recovers)
+    request_interval: float = REQUEST_INTERVAL
 
     @classmethod
     def from_mapping(cls, options: dict[str, Any]) -> LambdaOptions:
@@ -324,7 +326,7 @@ class LambdaProvider:
             return QuotaExceeded(text, provider=self.name)
         # Lambda sends no Retry-After; its documented spacing is the honest hint.
         is_launch = response.request.url.path.endswith(LAUNCH_PATH)
-        hint = self.options.launch_interval if is_launch else max(self.options.request_interval, 1.0)
+        hint = (self.options.launch_interval or LAUNCH_INTERVAL) if is_launch else REQUEST_INTERVAL
         common = default_status_error(
             response, message, provider=self.name, credential_hint=self._credential_hint, retry_after=hint
         )
