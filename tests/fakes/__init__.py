@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 import socket
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -106,6 +105,3 @@ class LoopbackServer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-
-def serve(app_factory: Callable[[], Starlette]) -> LoopbackServer:
-    return LoopbackServer(app_factory()).start()
