@@ -107,8 +107,10 @@ class FakeLambda:
         request_interval: float = 1.0,
         hang_seconds: float = 0.5,
         extra_fields: bool = False,
+        refuse_repeat_terminate: bool = False,
     ):
         self.clock = clock
+        self.refuse_repeat_terminate = refuse_repeat_terminate
         self.api_key = api_key
         self.launch_interval = launch_interval
         self.request_interval = request_interval
@@ -350,6 +352,8 @@ class FakeLambda:
             missing = [i for i in ids if i not in self.instances]
             if missing:
                 return self._error(404, "global/object-does-not-exist", f"Instances do not exist: {missing}")
+            if self.refuse_repeat_terminate and any(self.instances[i]["status"] == "terminated" for i in ids):
+                return self._error(400, "global/invalid-parameters", "Instance is already terminated.")
             for iid in ids:  # terminated at once; "terminating" can be set by a test to model the slow path
                 self.instances[iid]["status"] = "terminated"
             done = [self._view(self.instances[i]) for i in ids]

@@ -128,7 +128,7 @@ async def test_launch_sends_the_documented_fields(make: Factory) -> None:
     assert inst.status is InstanceStatus.PENDING and inst.price_per_hour == 3.29 and inst.address is None
     env.fake.make_running(inst.provider_id)
     got = await env.provider.get(inst.provider_id)
-    assert got.status is InstanceStatus.RUNNING and got.gpu == "H100-SXM5-80GB" and got.address.endswith(":8000")
+    assert got.status is InstanceStatus.RUNNING and got.gpu == "H100-SXM5-80GB" and str(got.address).endswith(":8000")
 
 
 async def test_spot_launch_spec_is_refused_without_a_call(make: Factory) -> None:
@@ -224,6 +224,15 @@ async def test_get_unknown_and_delete_are_idempotent(make: Factory) -> None:
     await env.provider.delete(inst.provider_id)
     await env.provider.delete(inst.provider_id)
     assert (await env.provider.get(inst.provider_id)).status is InstanceStatus.TERMINATED
+
+
+async def test_delete_of_a_terminated_instance_refused_by_the_api_is_success(make: Factory) -> None:
+    env = await make(fake_kwargs={"refuse_repeat_terminate": True})
+    inst = await env.provider.create(spec("sct-del-0002", await h100(env)))
+    await env.provider.delete(inst.provider_id)
+    before = len(env.fake.requests)
+    await env.provider.delete(inst.provider_id)  # 400 from the API, then a re-read shows it terminated
+    assert [m for m, _ in env.fake.requests[before:]] == ["POST", "GET"]
 
 
 async def test_list_finds_ours_by_name_only(make: Factory) -> None:

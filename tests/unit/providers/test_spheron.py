@@ -237,7 +237,7 @@ async def test_list_follows_paginated_deployments(make: Factory) -> None:
     for key in keys:
         await env.provider.create(spec(key, offer))
     env.fake.add_foreign("hand-made-box")
-    assert sorted(i.key for i in await env.provider.list("sct-page-")) == keys
+    assert sorted(str(i.key) for i in await env.provider.list("sct-page-")) == keys
 
 
 # ---- credentials -------------------------------------------------------------------------------------
