@@ -104,4 +104,3 @@ class LoopbackServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
