@@ -14,6 +14,8 @@ from providers.base import Provider
 ADAPTERS: dict[str, str] = {
     "simulated": "providers.simulated:SimulatedCloud",
     "local": "providers.local:LocalProvider",
+    "spheron": "providers.spheron:SpheronProvider",
+    "lambda": "providers.lambda_cloud:LambdaProvider",
 }
 
 

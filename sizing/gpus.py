@@ -49,6 +49,7 @@ GPUS: dict[str, GpuInfo] = {
             "A100-80GB-PCIe", 80, 1935, False, 1.04, 1.14, ("A100", "A100-80GB", "A100 80GB PCIe"), (8, 0), "Ampere"
         ),
         GpuInfo("A100-80GB-SXM4", 80, 2039, False, 1.29, 0.99, ("A100-SXM4", "A100 SXM4 80GB"), (8, 0), "Ampere"),
+        GpuInfo("A100-40GB-SXM4", 40, 1555, False, 1.29, None, ("A100 SXM4 40GB",), (8, 0), "Ampere"),
         GpuInfo("H100-PCIe-80GB", 80, 2039, True, 2.51, None, ("H100-PCIe", "H100 PCIe"), (9, 0), "Hopper"),
         GpuInfo(
             "H100-SXM5-80GB",

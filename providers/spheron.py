@@ -1,0 +1,502 @@
+"""Spheron AI adapter (https://app.spheron.ai, Bearer key). Translates only.
+
+Spheron is a GPU marketplace: ``GET /api/gpu-offers`` lists offers from several upstream providers
+(voltage-park, data-crunch, sesterce, massed-compute, spheron-ai, ...), each with a GPU type and
+count, a whole-instance $/hour ``price`` (``spot_price`` on SPOT offers), the regions it can land
+in (``clusters``) and the OS images it takes. A deployment must be built from ONE offer's fields, so
+our ``Offer.offer_id`` carries them all (see ``OfferRef``). Deployments are named with our key.
+
+Deleting before the minimum runtime (20 min) is refused with 400 ``canTerminate: false`` and a
+``timeRemaining`` in minutes; that becomes ``DeleteDeferred(retry_after=...)`` and the caller retries
+on a later tick: this adapter never waits it out.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
+
+import httpx
+import yaml
+
+from clocks import Clock
+from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer, ProviderInstance
+from providers.errors import (
+    DeleteDeferred,
+    InstanceNotFound,
+    InsufficientCapacity,
+    InvalidRequest,
+    ProviderError,
+    QuotaExceeded,
+)
+from providers.http import ApiClient, RetryPolicy, default_status_error, load_api_key
+from providers.registry import ProviderConfig
+from providers.status import map_status
+from providers.tagging import key_from_name, validate_key
+from sizing.gpus import UnknownGpu, normalize_gpu
+
+DEFAULT_BASE_URL = "https://app.spheron.ai"
+
+STATUS_TABLE: dict[str, InstanceStatus] = {
+    "deploying": InstanceStatus.PENDING,
+    "running": InstanceStatus.RUNNING,
+    "failed": InstanceStatus.FAILED,
+    "terminated": InstanceStatus.TERMINATED,
+    "terminated-provider": InstanceStatus.PREEMPTED,  # a spot instance taken back by the provider
+    # "stopped" is deliberately absent: it still bills and will not end by itself -> UNKNOWN.
+}
+
+_CAPACITY_WORDS = re.compile(
+    r"capacity|not available|unavailable|out of stock|sold out|no (?:available )?(?:gpu|machine|instance|node)", re.I
+)
+_QUOTA_WORDS = re.compile(r"balance|credit|quota|limit reached|spend", re.I)
+_ALREADY_GONE = re.compile(r"already (?:been )?terminated|already deleted|not found|does not exist", re.I)
+_SPOT_TYPES = {"SPOT"}
+_REF_SEP = "|"
+
+
+@dataclass(frozen=True, slots=True)
+class SpheronOptions:
+    team_id: str | None = None  # required by the API on create; resolved from /api/balance when unset
+    ssh_key_id: str | None = None  # a key registered in the Spheron dashboard (required on create)
+    operating_system: str | None = None  # must be one of an offer's os_options; offers without it are skipped
+    provider: str | None = None  # only offers from this upstream provider (e.g. "voltage-park")
+    require_cloud_init: bool = True  # skip offers that cannot run our cloud-init bootstrap
+    server_port: int = 8000
+    timeout: float = 30.0
+    max_attempts: int = 4
+    max_wait: float = 30.0
+    page_size: int = 50
+    max_pages: int = 40
+
+    _ALIASES = {"teamId": "team_id", "sshKeyId": "ssh_key_id", "operatingSystem": "operating_system"}
+
+    @classmethod
+    def from_mapping(cls, options: dict[str, Any]) -> SpheronOptions:
+        values = {cls._ALIASES.get(k, k): v for k, v in options.items()}
+        known = {f.name for f in fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f"spheron provider: unknown options {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**values)
+
+
+@dataclass(frozen=True, slots=True)
+class OfferRef:
+    """Everything a deployment needs from the offer it is built from, carried in ``Offer.offer_id``."""
+
+    provider: str
+    gpu_type: str
+    offer_id: str
+    instance_type: str
+    operating_system: str
+
+    def encode(self) -> str:
+        return _REF_SEP.join((self.provider, self.gpu_type, self.offer_id, self.instance_type, self.operating_system))
+
+    @classmethod
+    def decode(cls, value: str, *, provider: str) -> OfferRef:
+        parts = value.split(_REF_SEP)
+        if len(parts) != 5 or not all(parts[:4]):
+            raise InvalidRequest(
+                f"offer id {value!r} was not issued by this adapter (expected provider|gpuType|offerId|type|os)",
+                provider=provider,
+            )
+        return cls(*parts)
+
+
+def canonical_gpu(group: dict[str, Any], offer: dict[str, Any]) -> str | None:
+    """Catalogue name for a Spheron offer, trying the most specific spelling first; None if unknown."""
+    interconnect = str(offer.get("interconnectType") or "")
+    memory = offer.get("gpu_memory")
+    names = [str(x) for x in (offer.get("gpuType"), group.get("gpuType"), group.get("gpuModel")) if x]
+    names = [re.sub(r"[-_ ]?baremetal$", "", n, flags=re.I) for n in names]
+    candidates: list[str] = []
+    for name in names:
+        if memory and interconnect:
+            candidates.append(f"{name} {int(float(memory))}GB {interconnect}")
+        if interconnect:
+            candidates.append(f"{name} {interconnect}")
+        if memory:
+            candidates.append(f"{name} {int(float(memory))}GB")
+        candidates.append(name)
+    if group.get("displayName"):
+        candidates.append(str(group["displayName"]))
+    for candidate in candidates:
+        try:
+            return normalize_gpu(candidate)
+        except UnknownGpu:
+            continue
+    return None
+
+
+def cloud_init_payload(bootstrap: Bootstrap, *, provider: str) -> dict[str, Any] | None:
+    """Spheron's structured ``cloudInit`` (packages, writeFiles, runcmd) from our cloud-init user-data.
+
+    A shell script is written to a file and run; a ``#cloud-config`` document is translated key by
+    key, and keys Spheron does not take are refused rather than silently dropped.
+    """
+    user_data = bootstrap.user_data
+    if not user_data:
+        return None
+    if user_data.startswith("#!"):
+        path = "/opt/scalectl/bootstrap.sh"
+        return {
+            "writeFiles": [{"path": path, "content": user_data, "permissions": "0755"}],
+            "runcmd": [path],
+        }
+    if not user_data.startswith("#cloud-config"):
+        raise InvalidRequest("bootstrap.user_data must start with '#!' or '#cloud-config'", provider=provider)
+    try:
+        doc = yaml.safe_load(user_data) or {}
+    except yaml.YAMLError as exc:
+        raise InvalidRequest(f"bootstrap.user_data is not valid YAML: {exc}", provider=provider) from None
+    if not isinstance(doc, dict):
+        raise InvalidRequest("bootstrap.user_data: #cloud-config must be a mapping", provider=provider)
+    unsupported = set(doc) - {"packages", "write_files", "runcmd"}
+    if unsupported:
+        raise InvalidRequest(
+            f"bootstrap.user_data: Spheron's cloudInit takes packages, write_files and runcmd; "
+            f"not {sorted(unsupported)}",
+            provider=provider,
+        )
+    payload: dict[str, Any] = {}
+    if doc.get("packages"):
+        payload["packages"] = [str(p) for p in doc["packages"]]
+    if doc.get("write_files"):
+        payload["writeFiles"] = [
+            {
+                k: v
+                for k, v in (
+                    ("path", f.get("path")),
+                    ("content", f.get("content", "")),
+                    ("permissions", f.get("permissions")),
+                    ("owner", f.get("owner")),
+                    ("encoding", f.get("encoding")),
+                )
+                if v is not None
+            }
+            for f in doc["write_files"]
+        ]
+    if doc.get("runcmd"):
+        payload["runcmd"] = [c if isinstance(c, str) else " ".join(map(str, c)) for c in doc["runcmd"]]
+    return payload
+
+
+def _message(body: Any) -> str:
+    if isinstance(body, dict):
+        parts = [str(body[k]) for k in ("error", "message") if isinstance(body.get(k), str)]
+        if isinstance(body.get("error"), dict):
+            parts.append(str(body["error"].get("message", "")))
+        if body.get("code"):
+            parts.insert(0, str(body["code"]))
+        return ": ".join(p for p in parts if p) or "no error message"
+    return str(body or "no error message")[:300]
+
+
+def _parse_time(value: Any) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class SpheronProvider:
+    """Spheron deployments as GPU instances."""
+
+    def __init__(self, config: ProviderConfig, clock: Clock):
+        self.name = config.name
+        self.clock = clock
+        self.options = SpheronOptions.from_mapping(dict(config.options))
+        self._secret, self._credential_hint = load_api_key(config)
+        self._team_id = self.options.team_id
+        self.api = ApiClient(
+            provider=self.name,
+            base_url=config.base_url or DEFAULT_BASE_URL,
+            headers={"Authorization": f"Bearer {self._secret.reveal()}"},
+            clock=clock,
+            map_error=self._map_error,
+            timeout=self.options.timeout,
+            retry=RetryPolicy(max_attempts=self.options.max_attempts, max_wait=self.options.max_wait),
+        )
+
+    def __repr__(self) -> str:
+        return f"SpheronProvider(name={self.name!r})"
+
+    # ---- Provider protocol -----------------------------------------------------------------------
+    async def offers(self, want: GpuRequest) -> builtins.list[Offer]:
+        try:
+            gpu = normalize_gpu(want.gpu)
+        except UnknownGpu:
+            return []
+        found: list[Offer] = []
+        regions_seen: set[str] = set()
+        for group in await self._offer_groups():
+            for raw in group.get("offers") or []:
+                if not isinstance(raw, dict):
+                    continue
+                regions_seen.update(str(c) for c in raw.get("clusters") or [])
+                offer_gpu = canonical_gpu(group, raw)
+                if offer_gpu != gpu or _int(raw.get("gpuCount")) != want.count:
+                    continue
+                found.extend(self._to_offers(group, raw, gpu, want))
+        unknown = [r for r in want.regions if r not in regions_seen]
+        if unknown and regions_seen:
+            raise InvalidRequest(
+                f"unknown region(s) {unknown}; Spheron offers regions: {', '.join(sorted(regions_seen))}",
+                provider=self.name,
+            )
+        return found
+
+    async def create(self, spec: LaunchSpec) -> ProviderInstance:
+        validate_key(spec.key)
+        offer = spec.offer
+        if offer.provider != self.name:
+            raise InvalidRequest(f"offer {offer.offer_id} belongs to {offer.provider}", provider=self.name)
+        ref = OfferRef.decode(offer.offer_id, provider=self.name)
+        wants_spot = spec.capacity is Capacity.SPOT
+        if wants_spot != (ref.instance_type in _SPOT_TYPES):
+            raise InvalidRequest(
+                f"offer {ref.offer_id} is {ref.instance_type}, not sold as {spec.capacity.value}", provider=self.name
+            )
+        if not self.options.ssh_key_id:
+            raise InvalidRequest(
+                "Spheron needs an SSH key on every deployment: set options.ssh_key_id to a key id from "
+                "the Spheron dashboard",
+                provider=self.name,
+            )
+        cloud_init = cloud_init_payload(spec.bootstrap, provider=self.name)
+        # Lookup-then-create is the retried unit: after a timeout the deployment may exist already.
+        return await self.api.retrying(lambda: self._create_once(spec, ref, cloud_init))
+
+    async def get(self, provider_id: str) -> ProviderInstance:
+        body = await self.api.request("GET", f"/api/deployments/{provider_id}")
+        deployment = body.get("deployment", body) if isinstance(body, dict) else None
+        if not isinstance(deployment, dict):
+            raise InstanceNotFound(f"no deployment {provider_id}", provider=self.name)
+        return self._view(deployment, key_prefix="")
+
+    async def list(self, key_prefix: str) -> builtins.list[ProviderInstance]:
+        return await self.api.retrying(lambda: self._list_once(key_prefix))
+
+    async def delete(self, provider_id: str) -> None:
+        try:
+            await self.api.request("DELETE", f"/api/deployments/{provider_id}")
+        except InstanceNotFound:
+            return  # gone already: success
+
+    async def aclose(self) -> None:
+        await self.api.aclose()
+
+    # ---- internals -------------------------------------------------------------------------------
+    async def _offer_groups(self) -> builtins.list[dict[str, Any]]:
+        groups: list[dict[str, Any]] = []
+        page = 1
+        while page <= self.options.max_pages:
+            body = await self.api.request(
+                "GET", "/api/gpu-offers", params={"page": page, "limit": self.options.page_size}
+            )
+            if not isinstance(body, dict):
+                break
+            groups.extend(g for g in body.get("data") or [] if isinstance(g, dict))
+            if page >= _int(body.get("totalPages"), default=1):
+                break
+            page += 1
+        return groups
+
+    def _to_offers(
+        self, group: dict[str, Any], raw: dict[str, Any], gpu: str, want: GpuRequest
+    ) -> builtins.list[Offer]:
+        upstream = str(raw.get("provider") or "")
+        instance_type = str(raw.get("instanceType") or "DEDICATED").upper()
+        is_spot = instance_type in _SPOT_TYPES
+        capacity = Capacity.SPOT if is_spot else Capacity.ON_DEMAND
+        if want.capacity not in (None, capacity):
+            return []
+        if self.options.provider and upstream != self.options.provider:
+            return []
+        if self.options.require_cloud_init and raw.get("supportsCloudInit") is False:
+            return []
+        os_name = self._pick_os([str(o) for o in raw.get("os_options") or []])
+        price = _float(raw.get("spot_price") if is_spot and raw.get("spot_price") is not None else raw.get("price"))
+        gpu_type = str(raw.get("gpuType") or group.get("gpuType") or "")
+        if os_name is None or price is None or price <= 0 or not upstream or not gpu_type or not raw.get("offerId"):
+            return []
+        ref = OfferRef(upstream, gpu_type, str(raw["offerId"]), instance_type, os_name).encode()
+        offers = []
+        for region in (str(c) for c in raw.get("clusters") or []):
+            if want.regions and region not in want.regions:
+                continue
+            offers.append(
+                Offer(
+                    provider=self.name,
+                    offer_id=ref,
+                    gpu=gpu,
+                    gpu_count=want.count,
+                    region=region,
+                    on_demand_per_hour=None if is_spot else price,
+                    spot_per_hour=price if is_spot else None,
+                    available=bool(raw.get("available", True)),
+                )
+            )
+        return offers
+
+    def _pick_os(self, os_options: builtins.list[str]) -> str | None:
+        if self.options.operating_system:
+            return self.options.operating_system if self.options.operating_system in os_options else None
+        for option in os_options:
+            if "cuda" in option.lower():
+                return option
+        return os_options[0] if os_options else None
+
+    async def _create_once(
+        self, spec: LaunchSpec, ref: OfferRef, cloud_init: dict[str, Any] | None
+    ) -> ProviderInstance:
+        existing = [i for i in await self._list_once(spec.key) if i.key == spec.key]
+        if existing:
+            return existing[0]
+        body: dict[str, Any] = {
+            "provider": ref.provider,
+            "offerId": ref.offer_id,
+            "gpuType": ref.gpu_type,
+            "gpuCount": spec.offer.gpu_count,
+            "region": spec.offer.region,
+            "operatingSystem": ref.operating_system,
+            "instanceType": ref.instance_type,
+            "sshKeyId": self.options.ssh_key_id,
+            "name": spec.key,
+            "teamId": await self._team(),
+        }
+        if cloud_init:
+            body["cloudInit"] = cloud_init
+        created = await self.api.request("POST", "/api/deployments", json=body, retry=False)
+        deployment = created.get("deployment", created) if isinstance(created, dict) else {}
+        if not isinstance(deployment, dict) or not deployment.get("id"):
+            raise ProviderError("POST /api/deployments returned no deployment id", provider=self.name)
+        view = self._view(deployment, key_prefix="")
+        # The create response may omit what we sent; fill it in rather than report None.
+        return ProviderInstance(
+            provider=self.name,
+            provider_id=view.provider_id,
+            key=spec.key,
+            status=view.status if view.raw_status else InstanceStatus.PENDING,
+            raw_status=view.raw_status or "deploying",
+            gpu=spec.offer.gpu,
+            gpu_count=spec.offer.gpu_count,
+            region=spec.offer.region,
+            capacity=spec.capacity,
+            price_per_hour=view.price_per_hour or spec.offer.price(spec.capacity),
+            address=view.address,
+            created_at=view.created_at or self.clock.now(),
+        )
+
+    async def _team(self) -> str:
+        """The team deployments are billed to: configured, or the account's current team (one call, cached)."""
+        if self._team_id:
+            return self._team_id
+        body = await self.api.request("GET", "/api/balance", retry=False)
+        teams = body.get("teams") if isinstance(body, dict) else None
+        for team in teams or []:
+            if isinstance(team, dict) and team.get("isCurrentTeam") and (team.get("teamId") or team.get("id")):
+                self._team_id = str(team.get("teamId") or team.get("id"))
+                return self._team_id
+        raise InvalidRequest("no current team on /api/balance: set options.team_id", provider=self.name)
+
+    async def _list_once(self, key_prefix: str) -> builtins.list[ProviderInstance]:
+        deployments: list[dict[str, Any]] = []
+        params: dict[str, Any] = {"teamId": self._team_id} if self._team_id else {}
+        page = 1
+        while page <= self.options.max_pages:
+            query = {**params, "page": page} if page > 1 else params
+            body = await self.api.request("GET", "/api/deployments", params=query or None, retry=False)
+            if isinstance(body, list):  # the documented shape: a bare array, one page
+                deployments.extend(d for d in body if isinstance(d, dict))
+                break
+            if not isinstance(body, dict):
+                break
+            rows = body.get("data") or body.get("deployments") or []
+            deployments.extend(d for d in rows if isinstance(d, dict))
+            if page >= _int(body.get("totalPages"), default=1):
+                break
+            page += 1
+        views = (self._view(d, key_prefix=key_prefix) for d in deployments)
+        return [v for v in views if v.key is not None]
+
+    def _view(self, d: dict[str, Any], *, key_prefix: str) -> ProviderInstance:
+        raw_status = str(d.get("status") or "")
+        status = map_status(raw_status, STATUS_TABLE)
+        instance_type = str(d.get("instanceType") or "").upper()
+        gpu = None
+        for name in (d.get("gpuType"), d.get("gpuModelId"), d.get("gpuModel")):
+            if name:
+                try:
+                    gpu = normalize_gpu(str(name))
+                    break
+                except UnknownGpu:
+                    continue
+        ip = d.get("ipAddress")
+        return ProviderInstance(
+            provider=self.name,
+            provider_id=str(d.get("id") or d.get("_id") or ""),
+            key=key_from_name(str(d.get("name") or ""), key_prefix),
+            status=status,
+            raw_status=raw_status,
+            gpu=gpu,
+            gpu_count=_int(d.get("gpuCount"), default=None),
+            region=str(d["region"]) if d.get("region") else None,
+            capacity=(Capacity.SPOT if instance_type in _SPOT_TYPES else Capacity.ON_DEMAND) if instance_type else None,
+            price_per_hour=_float(d.get("hourlyRate")),
+            # The address appears while still deploying; readiness is the status, not the IP.
+            address=f"{ip}:{self.options.server_port}" if ip and status is InstanceStatus.RUNNING else None,
+            created_at=_parse_time(d.get("createdAt")) or _parse_time(d.get("startedAt")),
+        )
+
+    def _map_error(self, response: httpx.Response, body: Any) -> ProviderError:
+        message = _message(body)
+        retry_after = _float(body.get("retryAfter")) if isinstance(body, dict) else None
+        common = default_status_error(
+            response, message, provider=self.name, credential_hint=self._credential_hint, retry_after=retry_after
+        )
+        if common is not None:
+            return common
+        status = response.status_code
+        where = f"{response.request.method} {response.request.url.path}"
+        details = body if isinstance(body, dict) else {}
+        if response.request.method == "DELETE" and status in (400, 409):
+            if str(details.get("currentStatus") or "").lower() in ("terminated", "terminated-provider", "failed") or (
+                _ALREADY_GONE.search(message)
+            ):
+                return InstanceNotFound(f"{where}: already terminated", provider=self.name)
+            if details.get("canTerminate") is False:
+                minutes = _float(details.get("timeRemaining"))
+                return DeleteDeferred(
+                    f"{where}: minimum runtime not met: {message}",
+                    provider=self.name,
+                    retry_after=minutes * 60.0 if minutes is not None else None,
+                )
+        if status == 404:
+            return InstanceNotFound(f"{where}: {message}", provider=self.name)
+        if status == 402 or _QUOTA_WORDS.search(message):
+            return QuotaExceeded(f"{where}: {message}", provider=self.name)
+        if _CAPACITY_WORDS.search(message):
+            return InsufficientCapacity(f"{where}: {message}", provider=self.name)
+        return InvalidRequest(f"{where}: HTTP {status}: {message}", provider=self.name)
+
+
+def _int(value: Any, default: Any = 0) -> Any:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None

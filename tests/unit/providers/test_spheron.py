@@ -1,0 +1,295 @@
+"""Spheron adapter specifics, against the local Spheron API over real loopback HTTP."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from clocks import FakeClock
+from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
+from providers.errors import (
+    AuthFailed,
+    DeleteDeferred,
+    InsufficientCapacity,
+    InvalidRequest,
+    ProviderError,
+    RateLimited,
+)
+from providers.registry import ProviderConfig, build_provider
+from providers.spheron import OfferRef, SpheronProvider
+from tests.fakes import Fault, LoopbackServer
+from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, start_fake_spheron
+
+ENV = "SCALECTL_SPHERON_API_KEY"
+
+
+@dataclass
+class Env:
+    clock: FakeClock
+    fake: FakeSpheron
+    server: LoopbackServer
+    provider: SpheronProvider
+
+
+Factory = Callable[..., Awaitable[Env]]
+
+
+@pytest.fixture
+async def make(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Factory]:
+    monkeypatch.setenv(ENV, API_KEY)
+    made: list[Env] = []
+
+    async def factory(*, fake_kwargs: dict[str, Any] | None = None, **options: Any) -> Env:
+        clock = FakeClock()
+        fake, server = start_fake_spheron(clock, **(fake_kwargs or {}))
+        opts = {"team_id": TEAM_ID, "ssh_key_id": SSH_KEY_ID, **options}
+        config = ProviderConfig(name="sph", type="spheron", base_url=server.url, options=opts)
+        env = Env(clock, fake, server, SpheronProvider(config, clock))
+        made.append(env)
+        return env
+
+    yield factory
+    for env in made:
+        await env.provider.aclose()
+        env.server.stop()
+
+
+async def first_offer(env: Env, capacity: Capacity = Capacity.ON_DEMAND, gpu: str = "H100-SXM5-80GB") -> Offer:
+    offers = await env.provider.offers(GpuRequest(gpu=gpu, capacity=capacity))
+    assert offers
+    return offers[0]
+
+
+def spec(key: str, offer: Offer, capacity: Capacity = Capacity.ON_DEMAND, **kw: Any) -> LaunchSpec:
+    return LaunchSpec(key=key, tier="batch", offer=offer, capacity=capacity, **kw)
+
+
+# ---- offers ------------------------------------------------------------------------------------------
+async def test_offers_follow_pagination_and_price_the_whole_offer(make: Factory) -> None:
+    env = await make(page_size=1)
+    eight = await env.provider.offers(GpuRequest(gpu="H100-SXM5-80GB", count=8))
+    pages = [p for m, p in env.fake.requests if p == "/api/gpu-offers"]
+    assert len(pages) == 4  # four groups, one per page
+    assert {o.region for o in eight} == {"FIN-01", "FIN-02"}
+    assert all(o.on_demand_per_hour == 19.20 and o.gpu_count == 8 for o in eight)
+    # offers on a later page are found too (RTX 4090 is the third group)
+    assert await env.provider.offers(GpuRequest(gpu="RTX 4090", count=1))
+
+
+async def test_spot_offers_carry_the_spot_price_only(make: Factory) -> None:
+    env = await make()
+    spot = await env.provider.offers(GpuRequest(gpu="H100", capacity=Capacity.SPOT))
+    assert spot and all(o.spot_per_hour == 0.99 and o.on_demand_per_hour is None for o in spot)
+    assert {o.region for o in spot} == {"us-east-1", "eu-west-1"}
+    both = await env.provider.offers(GpuRequest(gpu="H100"))
+    assert {o.price(Capacity.SPOT) is not None for o in both} == {True, False}
+
+
+async def test_offers_skip_what_cannot_run_our_bootstrap(make: Factory) -> None:
+    env = await make()
+    ids = {OfferRef.decode(o.offer_id, provider="sph").offer_id for o in await env.provider.offers(GpuRequest("H100"))}
+    assert "ses-h100-sxm5-1x" not in ids  # supportsCloudInit: false
+    env2 = await make(require_cloud_init=False)
+    ids2 = {
+        OfferRef.decode(o.offer_id, provider="sph").offer_id for o in await env2.provider.offers(GpuRequest("H100"))
+    }
+    assert "ses-h100-sxm5-1x" in ids2
+
+
+async def test_operating_system_and_upstream_provider_options_filter(make: Factory) -> None:
+    env = await make(operating_system="Ubuntu Server 22.04")
+    assert [o.gpu for o in await env.provider.offers(GpuRequest("A100-80GB-PCIe"))] == ["A100-80GB-PCIe"]
+    assert await env.provider.offers(GpuRequest("H100")) == []  # no H100 offer lists that image
+    env2 = await make(provider="data-crunch")
+    assert {o.gpu_count for o in await env2.provider.offers(GpuRequest("H100", count=8))} == {8}
+    assert await env2.provider.offers(GpuRequest("H100", count=1)) == []
+
+
+async def test_unknown_gpu_and_unknown_region(make: Factory) -> None:
+    env = await make()
+    assert await env.provider.offers(GpuRequest(gpu="GH200")) == []  # listed by Spheron, not in our catalogue
+    with pytest.raises(InvalidRequest) as info:
+        await env.provider.offers(GpuRequest(gpu="H100", regions=("mars-1",)))
+    assert "mars-1" in str(info.value) and "us-dallas-1" in str(info.value)
+
+
+# ---- create --------------------------------------------------------------------------------------------
+async def test_create_builds_the_deployment_from_one_offer(make: Factory) -> None:
+    env = await make()
+    offer = await first_offer(env)
+    script = "#!/bin/bash\nvllm serve meta-llama/Llama-3.1-8B --port 8000\n"
+    inst = await env.provider.create(spec("sct-web-0001", offer, bootstrap=Bootstrap(user_data=script)))
+    body = env.fake.create_bodies[-1]
+    assert body["name"] == "sct-web-0001" and body["teamId"] == TEAM_ID and body["sshKeyId"] == SSH_KEY_ID
+    assert (body["provider"], body["offerId"], body["gpuType"], body["gpuCount"]) == (
+        "voltage-park",
+        "vp-h100-sxm5-1x",
+        "H100-SXM5",
+        1,
+    )
+    assert body["region"] == offer.region and body["instanceType"] == "DEDICATED"
+    assert body["operatingSystem"] == "Ubuntu 22.04 CUDA 12.4"  # a CUDA image preferred when not configured
+    assert body["cloudInit"]["writeFiles"][0]["content"] == script
+    assert body["cloudInit"]["runcmd"] == [body["cloudInit"]["writeFiles"][0]["path"]]
+    assert inst.status is InstanceStatus.PENDING and inst.key == "sct-web-0001"
+    assert inst.address is None  # the IP exists while deploying, but readiness is the status
+    env.fake.make_running(inst.provider_id)
+    running = await env.provider.get(inst.provider_id)
+    assert running.status is InstanceStatus.RUNNING and running.address and running.address.endswith(":8000")
+
+
+async def test_cloud_config_is_translated_and_unsupported_keys_refused(make: Factory) -> None:
+    env = await make()
+    offer = await first_offer(env)
+    doc = "#cloud-config\npackages: [jq]\nwrite_files:\n  - path: /etc/x\n    content: hi\nruncmd:\n  - [echo, ok]\n"
+    await env.provider.create(spec("sct-cc-0001", offer, bootstrap=Bootstrap(user_data=doc)))
+    ci = env.fake.create_bodies[-1]["cloudInit"]
+    assert ci == {"packages": ["jq"], "writeFiles": [{"path": "/etc/x", "content": "hi"}], "runcmd": ["echo ok"]}
+    before = env.fake.calls
+    with pytest.raises(InvalidRequest, match="users"):
+        await env.provider.create(spec("sct-cc-0002", offer, bootstrap=Bootstrap(user_data="#cloud-config\nusers: []")))
+    assert env.fake.calls == before  # refused before any call
+
+
+async def test_team_is_resolved_once_when_not_configured(make: Factory) -> None:
+    env = await make(team_id=None)
+    offer = await first_offer(env)
+    await env.provider.create(spec("sct-team-0001", offer))
+    await env.provider.create(spec("sct-team-0002", offer))
+    assert [p for _, p in env.fake.requests].count("/api/balance") == 1
+    assert env.fake.create_bodies[-1]["teamId"] == TEAM_ID
+
+
+async def test_spot_on_a_dedicated_offer_is_refused(make: Factory) -> None:
+    env = await make()
+    offer = await first_offer(env, Capacity.ON_DEMAND)
+    with pytest.raises(InvalidRequest):
+        await env.provider.create(spec("sct-mix-0001", offer, Capacity.SPOT))
+
+
+async def test_missing_ssh_key_option_is_a_clear_error(make: Factory) -> None:
+    env = await make(ssh_key_id=None)
+    with pytest.raises(InvalidRequest, match="ssh_key_id"):
+        await env.provider.create(spec("sct-ssh-0001", await first_offer(env)))
+
+
+async def test_capacity_gone_on_the_first_offer_lets_placement_try_the_next(make: Factory) -> None:
+    env = await make()
+    offers = await env.provider.offers(GpuRequest(gpu="H100", capacity=Capacity.ON_DEMAND))
+    env.fake.set_capacity(OfferRef.decode(offers[0].offer_id, provider="sph").offer_id, 0)  # listing is stale
+    before = env.fake.calls
+    with pytest.raises(InsufficientCapacity) as info:
+        await env.provider.create(spec("sct-cap-0001", offers[0]))
+    assert not info.value.retryable and env.fake.calls - before == 2  # lookup + create, no retries
+    placed = None
+    for offer in offers[1:]:  # what placement does with the error
+        try:
+            placed = await env.provider.create(spec("sct-cap-0001", offer))
+            break
+        except InsufficientCapacity:
+            continue
+    assert placed is not None and placed.region == offers[1].region
+
+
+# ---- status, delete ------------------------------------------------------------------------------------
+async def test_spot_preemption_maps_to_preempted(make: Factory) -> None:
+    env = await make()
+    inst = await env.provider.create(spec("sct-spot-0001", await first_offer(env, Capacity.SPOT), Capacity.SPOT))
+    assert inst.capacity is Capacity.SPOT and inst.price_per_hour == 0.99
+    env.fake.preempt(inst.provider_id)
+    got = await env.provider.get(inst.provider_id)
+    assert got.status is InstanceStatus.PREEMPTED and got.status.is_gone and got.raw_status == "terminated-provider"
+
+
+@pytest.mark.parametrize("raw", ["stopped", "migrating-to-new-host", ""])
+async def test_unexpected_states_and_fields_are_tolerated(make: Factory, raw: str) -> None:
+    env = await make(fake_kwargs={"extra_fields": True})
+    inst = await env.provider.create(spec("sct-odd-0001", await first_offer(env)))
+    env.fake.set_status(inst.provider_id, raw)
+    assert (await env.provider.get(inst.provider_id)).status is InstanceStatus.UNKNOWN
+    assert [i.status for i in await env.provider.list("sct-")] == [InstanceStatus.UNKNOWN]
+
+
+async def test_delete_before_minimum_runtime_is_deferred_not_spun(make: Factory) -> None:
+    env = await make(fake_kwargs={"minimum_runtime_minutes": 20})
+    inst = await env.provider.create(spec("sct-min-0001", await first_offer(env)))
+    env.clock.advance(5 * 60)
+    before = env.fake.calls
+    with pytest.raises(DeleteDeferred) as info:
+        await env.provider.delete(inst.provider_id)
+    assert env.fake.calls - before == 1  # one DELETE: the caller retries on a later tick
+    assert info.value.retry_after == 15 * 60
+    env.clock.advance(info.value.retry_after)
+    await env.provider.delete(inst.provider_id)
+    assert (await env.provider.get(inst.provider_id)).status is InstanceStatus.TERMINATED
+    await env.provider.delete(inst.provider_id)  # already terminated (400 currentStatus) is success
+    await env.provider.delete("dep-does-not-exist")  # 404 is success
+
+
+async def test_list_follows_paginated_deployments(make: Factory) -> None:
+    env = await make(fake_kwargs={"paginate_deployments": True})
+    offer = await first_offer(env)
+    keys = [f"sct-page-{i:04d}" for i in range(5)]
+    for key in keys:
+        await env.provider.create(spec(key, offer))
+    env.fake.add_foreign("hand-made-box")
+    assert sorted(str(i.key) for i in await env.provider.list("sct-page-")) == keys
+
+
+# ---- credentials -------------------------------------------------------------------------------------
+async def test_missing_key_names_the_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ENV, raising=False)
+    with pytest.raises(AuthFailed) as info:
+        build_provider(ProviderConfig(name="sph", type="spheron"), FakeClock())
+    assert ENV in str(info.value)
+
+
+async def test_the_key_never_leaks(make: Factory, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    env = await make()
+    env.fake.api_key = "a-different-key"  # the server now rejects ours
+    with pytest.raises(AuthFailed) as info:
+        await env.provider.list("sct-")
+    text = " ".join([str(info.value), repr(info.value), repr(env.provider), repr(env.provider.api), caplog.text])
+    assert API_KEY not in text
+    assert ENV in str(info.value)  # says where to fix it
+    assert env.fake.calls == 1  # never retried
+
+
+# ---- fault injection -----------------------------------------------------------------------------------
+async def test_creates_succeed_through_20_percent_5xx_and_timeouts(make: Factory) -> None:
+    env = await make(timeout=0.2, fake_kwargs={"hang_seconds": 0.5})
+    offer = await first_offer(env)
+    env.fake.faults.random_rate = 0.2
+    keys = [f"sct-flaky-{i:04d}" for i in range(12)]
+    start = env.fake.calls
+    for key in keys:
+        inst = await env.provider.create(spec(key, offer))
+        assert inst.key == key
+    live = env.fake.live()
+    assert sorted(d["name"] for d in live) == keys  # exactly one deployment per key, even after lost responses
+    assert Fault.TIMEOUT in env.fake.faults.injected and Fault.SERVER_ERROR in env.fake.faults.injected
+    assert env.fake.calls - start <= len(keys) * 2 * 4  # (lookup + create) x at most 4 attempts
+
+
+async def test_a_429_storm_is_bounded_and_reports_retry_after(make: Factory) -> None:
+    env = await make(max_attempts=4, max_wait=20)
+    env.fake.faults.add(Fault.RATE_LIMITED, 100)
+    t0 = env.clock.now()
+    with pytest.raises(RateLimited) as info:
+        await env.provider.list("sct-")
+    assert env.fake.calls == 4
+    assert info.value.retry_after == 30 and info.value.retryable
+    assert env.clock.now() - t0 == pytest.approx(3 * 20)  # Retry-After honoured, capped at max_wait
+
+
+async def test_offers_errors_stay_in_the_taxonomy(make: Factory) -> None:
+    env = await make(max_attempts=2)
+    env.fake.faults.add(Fault.SERVER_ERROR, 2)
+    with pytest.raises(ProviderError):
+        await env.provider.offers(GpuRequest("H100"))
+    assert env.fake.calls == 2
