@@ -13,6 +13,8 @@ from providers.base import Provider
 # type name -> "module:Class". The class takes (config: ProviderConfig, clock: Clock).
 ADAPTERS: dict[str, str] = {
     "simulated": "providers.simulated:SimulatedCloud",
+    "runpod": "providers.runpod:RunPodProvider",
+    "vastai": "providers.vastai:VastAIProvider",
 }
 
 
