@@ -183,7 +183,11 @@ class ApiClient:
             sleep=self._clock.sleep,
             reraise=True,
         )
-        result: T = await retrying(fn)
+
+        async def attempt() -> T:  # a coroutine function, so tenacity awaits it whatever ``fn`` is
+            return await fn()
+
+        result: T = await retrying(attempt)
         return result
 
     async def aclose(self) -> None:
