@@ -210,8 +210,9 @@ class RunPodProvider:
                 )
 
         async def find_or_launch() -> ProviderInstance:
-            # Looked up again on every attempt: a create that timed out may have landed.
-            existing = await self._find(spec.key, retry=False)
+            # Looked up again before every attempt: a create that timed out may have landed. The lookup is a
+            # GET and retried on its own, so one call costs at most attempts x (attempts + 1) requests.
+            existing = await self._find(spec.key, retry=True)
             if existing is not None:
                 return existing
             return self._view(await launch(), capacity=spec.capacity)

@@ -185,7 +185,8 @@ class VastAIProvider:
         body = self._rent_body(spec)
 
         async def find_or_rent() -> ProviderInstance:
-            # Looked up again on every attempt: a rent that timed out may have landed.
+            # Looked up again before every attempt: a rental that timed out may have landed. The lookup is a
+            # GET and retried on its own, so one call costs at most attempts x (attempts + 1) requests.
             existing = await self._find(spec.key)
             if existing is not None:
                 return existing
@@ -255,7 +256,7 @@ class VastAIProvider:
         raise InvalidRequest(f"the instance list has more than {MAX_PAGES} pages", provider=self.name)
 
     async def _find(self, key: str) -> ProviderInstance | None:
-        for view in await self._list(key):
+        for view in await self._http.call(lambda: self._list(key)):
             if view.key == key and view.status is not InstanceStatus.TERMINATED:
                 return view
         return None

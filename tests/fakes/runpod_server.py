@@ -92,6 +92,7 @@ class RunPodFake:
     log: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, query string)
     extra_fields: bool = True  # answer with fields the adapter has never seen
     capacity_failures: int = 0
+    lost_creates: int = 0  # creates that succeed here but whose answer never reaches the client
     _rng: random.Random = field(default_factory=lambda: random.Random(42))
 
     # ---- controls used by tests ------------------------------------------------------------------
@@ -102,6 +103,7 @@ class RunPodFake:
         self.faults.clear()
         self.log.clear()
         self.capacity_failures = 0
+        self.lost_creates = 0
 
     @property
     def calls(self) -> int:
@@ -175,6 +177,12 @@ class RunPodFake:
         """The next ``times`` creates (REST or GraphQL) find no machine, as when stock runs out."""
         self.capacity_failures += times
 
+    def _take_lost(self) -> bool:
+        if self.lost_creates > 0:
+            self.lost_creates -= 1
+            return True
+        return False
+
     def _take_capacity_fault(self) -> bool:
         if self.capacity_failures > 0:
             self.capacity_failures -= 1
@@ -209,6 +217,8 @@ class RunPodFake:
             body["name"], body["image"], gpu, body.get("cloud", "SECURE"), centers[0], body.get("env") or {},
             body.get("ports") or [], args=body.get("args", ""), disk=body.get("disk", 50),
         )  # fmt: skip
+        if self._take_lost():
+            return _problem(504, "Gateway Timeout", "upstream timed out")
         return JSONResponse(self._public(pod), status_code=201)
 
     async def _pod(self, request: Request) -> Response:
@@ -261,6 +271,8 @@ class RunPodFake:
             disk=given.get("containerDiskInGb", 50), price=round(float(given["bidPerGpu"]) * count, 4),
         )  # fmt: skip
         self.interruptible.add(pod["id"])
+        if self._take_lost():
+            return _problem(504, "Gateway Timeout", "upstream timed out")
         return JSONResponse(
             {
                 "data": {

@@ -88,6 +88,7 @@ class VastFake:
     faults: FaultQueue = field(default_factory=FaultQueue)
     log: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, query string)
     gone_asks: int = 0
+    lost_rents: int = 0  # rentals that succeed here but whose answer never reaches the client
     extra_fields: bool = True
     _next_id: int = 30_000_000
 
@@ -98,6 +99,7 @@ class VastFake:
         self.faults.clear()
         self.log.clear()
         self.gone_asks = 0
+        self.lost_rents = 0
 
     @property
     def calls(self) -> int:
@@ -122,6 +124,11 @@ class VastFake:
 
     def set_raw_status(self, instance_id: str, raw: str) -> None:
         self.instances[int(instance_id)]["actual_status"] = raw
+
+    def add_instance(self, label: str, env: dict[str, str]) -> str:
+        """An instance as if rented earlier (machines are reused; the marketplace is not the point here)."""
+        body = {"image": "vllm/vllm-openai", "label": label, "env": env, "runtype": "args"}
+        return str(self._new_instance(self.machines[0], body, None)["id"])
 
     def add_foreign(self, label: str = "someone-elses-box") -> str:
         machine = self.machines[-1]
@@ -192,6 +199,9 @@ class VastFake:
         if price is not None and float(price) < machine["min_bid"]:
             return _error(400, "invalid_args", f"bid price {price} is below the minimum bid {machine['min_bid']}")
         row = self._new_instance(machine, body, price)
+        if self.lost_rents > 0:
+            self.lost_rents -= 1
+            return _error(504, "server_error", "Gateway Timeout")
         return JSONResponse({"success": True, "new_contract": row["id"]})
 
     async def _list_v1(self, request: Request) -> Response:
