@@ -274,7 +274,7 @@ def _failure(status: int, body: Any, path: str = "/v2/pods") -> Any:
 @pytest.mark.parametrize(
     ("status", "body", "expected"),
     [
-        (400, {"detail": "There are no longer any instances available with the requested specifications."}, InsufficientCapacity),
+        (400, {"detail": "There are no longer any instances available with the requested specs"}, InsufficientCapacity),
         (402, {"detail": "Your balance is too low to deploy this pod"}, QuotaExceeded),
         (401, {"title": "Unauthorized"}, AuthFailed),
         (502, "<html>bad gateway</html>", Transient),
