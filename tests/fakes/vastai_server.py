@@ -88,6 +88,7 @@ class VastFake:
     faults: FaultQueue = field(default_factory=FaultQueue)
     log: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, query string)
     gone_asks: int = 0
+    queries: list[dict[str, Any]] = field(default_factory=list)  # search bodies, as received
     lost_rents: int = 0  # rentals that succeed here but whose answer never reaches the client
     extra_fields: bool = True
     _next_id: int = 30_000_000
@@ -100,6 +101,7 @@ class VastFake:
         self.log.clear()
         self.gone_asks = 0
         self.lost_rents = 0
+        self.queries.clear()
 
     @property
     def calls(self) -> int:
@@ -172,6 +174,7 @@ class VastFake:
             query = await request.json()
         else:
             query = json.loads(request.query_params.get("q") or "{}")
+        self.queries.append(query)
         kind = query.get("type", "on-demand")
         rows = [dict(m) for m in self.machines if _matches(m, query)]
         rows.sort(key=lambda r: r["min_bid" if kind == "bid" else "dph_total"])  # cheapest first, whatever order says
