@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
@@ -12,7 +11,15 @@ import pytest
 
 from clocks import FakeClock
 from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
-from providers.errors import AuthFailed, InstanceNotFound, InsufficientCapacity, InvalidRequest, RateLimited, Transient
+from providers.errors import (
+    AuthFailed,
+    InstanceNotFound,
+    InsufficientCapacity,
+    InvalidRequest,
+    QuotaExceeded,
+    RateLimited,
+    Transient,
+)
 from providers.http import HttpFailure
 from providers.registry import ADAPTERS, ProviderConfig, build_provider
 from providers.vastai import VastAIProvider
@@ -272,17 +279,17 @@ async def test_twenty_percent_faults_creates_still_succeed_within_bounded_calls(
 @pytest.mark.parametrize(
     ("status", "body", "path", "expected"),
     [
-        (410, {"success": False, "error": "no_such_ask", "msg": "not available"}, "/api/v0/asks/1/", InsufficientCapacity),
-        (400, {"success": False, "error": "insufficient_credit", "msg": "add credit"}, "/api/v0/asks/1/", "QuotaExceeded"),
+        (410, {"error": "no_such_ask", "msg": "not available"}, "/api/v0/asks/1/", InsufficientCapacity),
+        (400, {"error": "insufficient_credit", "msg": "add credit"}, "/api/v0/asks/1/", QuotaExceeded),
         (401, {"success": False, "error": "auth_error", "msg": "Invalid user key"}, "/api/v1/instances/", AuthFailed),
         (404, {"success": False, "error": "no_such_instance"}, "/api/v0/instances/5/", InstanceNotFound),
         (502, "<html>502 Bad Gateway</html>", "/api/v1/instances/", Transient),
         (400, {"success": False, "error": "invalid_args", "msg": "bad image"}, "/api/v0/asks/1/", InvalidRequest),
     ],
 )  # fmt: skip
-def test_error_mapping(vast: VastAIProvider, status: int, body: Any, path: str, expected: Any) -> None:
+def test_error_mapping(vast: VastAIProvider, status: int, body: Any, path: str, expected: type) -> None:
     error = vast._map_error(HttpFailure(method="PUT", path=path, status=status, body=body, retry_after=None))
-    assert type(error).__name__ == (expected if isinstance(expected, str) else expected.__name__)
+    assert type(error) is expected
 
 
 # ---- credentials ---------------------------------------------------------------------------------
