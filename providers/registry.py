@@ -16,6 +16,8 @@ ADAPTERS: dict[str, str] = {
     "local": "providers.local:LocalProvider",
     "spheron": "providers.spheron:SpheronProvider",
     "lambda": "providers.lambda_cloud:LambdaProvider",
+    "runpod": "providers.runpod:RunPodProvider",
+    "vastai": "providers.vastai:VastAIProvider",
 }
 
 
