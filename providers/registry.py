@@ -13,6 +13,7 @@ from providers.base import Provider
 # type name -> "module:Class". The class takes (config: ProviderConfig, clock: Clock).
 ADAPTERS: dict[str, str] = {
     "simulated": "providers.simulated:SimulatedCloud",
+    "aws": "providers.aws_ec2:AwsEc2Provider",
 }
 
 
