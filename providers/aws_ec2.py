@@ -104,6 +104,8 @@ def _require_boto3(name: str) -> None:
 class AwsEc2Provider:
     """EC2 on-demand and spot GPU instances, tagged with our key, launched with cloud-init user data."""
 
+    list_page_size = 200  # describe_instances page size (MaxResults)
+
     def __init__(self, config: ProviderConfig, clock: Clock):
         self.name = config.name
         self.clock = clock
@@ -234,10 +236,10 @@ class AwsEc2Provider:
         raise error
 
     # ---- calls run in the worker thread ----------------------------------------------------------
-    @staticmethod
-    def _describe_tagged(client: Any, pattern: str) -> builtins.list[dict[str, Any]]:
+    def _describe_tagged(self, client: Any, pattern: str) -> builtins.list[dict[str, Any]]:
         pages = client.get_paginator("describe_instances").paginate(
-            Filters=[{"Name": f"tag:{KEY_TAG}", "Values": [pattern]}], PaginationConfig={"PageSize": 200}
+            Filters=[{"Name": f"tag:{KEY_TAG}", "Values": [pattern]}],
+            PaginationConfig={"PageSize": self.list_page_size},
         )
         return [i for page in pages for r in page.get("Reservations", []) for i in r.get("Instances", [])]
 

@@ -38,10 +38,15 @@ class FakeEc2:
         self.calls: Counter[str] = Counter()  # operation name -> calls that reached "EC2"
         self._faults: deque[tuple[str, str, int, str]] = deque()  # (operation or "*", code, status, message)
         self._timeouts: Counter[str] = Counter()
+        self.requests: list[tuple[str, dict[str, Any]]] = []  # (operation, parameters as the adapter passed them)
 
     # ---- wiring ----------------------------------------------------------------------------------
     def attach(self, client: Any) -> None:
+        client.meta.events.register_first("before-parameter-build.ec2", self._record)
         client.meta.events.register_first("before-call.ec2", self._before_call)
+
+    def params_of(self, operation: str) -> list[dict[str, Any]]:
+        return [p for op, p in self.requests if op == operation]
 
     @property
     def backend(self) -> Any:
@@ -89,7 +94,10 @@ class FakeEc2:
         )
         return str(reply["Instances"][0]["InstanceId"])
 
-    # ---- the hook --------------------------------------------------------------------------------
+    # ---- the hooks --------------------------------------------------------------------------------
+    def _record(self, params: dict[str, Any], model: Any, **kwargs: Any) -> None:
+        self.requests.append((model.name, dict(params)))
+
     def _before_call(self, model: Any, params: Any, **kwargs: Any) -> tuple[_HttpStub, dict[str, Any]] | None:
         operation = model.name
         self.calls[operation] += 1
