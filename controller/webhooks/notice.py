@@ -20,7 +20,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from providers.tagging import validate_key
 
@@ -81,7 +81,7 @@ class _AgentNotice(BaseModel):
     key: str | None = Field(None, max_length=63)
     instance_id: str | None = Field(None, min_length=1, max_length=128)
     action: Literal["terminate", "stop", "hibernate", "rebalance"]
-    deadline: StrictInt | StrictFloat | str | None = None
+    deadline: Any = None  # epoch seconds or ISO 8601; checked by _timestamp for a clearer message
 
 
 def parse_notice(headers: Mapping[str, str], body: bytes, *, aws_provider: str = "aws") -> InterruptionNotice:
