@@ -163,6 +163,10 @@ def _timestamp(value: Any, what: str) -> float:
         return float(value)
     if isinstance(value, str):
         try:
+            return _timestamp(float(value), what)  # epoch seconds sent as a string (shell agents)
+        except ValueError:
+            pass
+        try:
             parsed = datetime.fromisoformat(value.strip())
         except ValueError:
             raise WebhookRejected(f"{what}: {value[:40]!r} is not an ISO 8601 time") from None

@@ -182,14 +182,28 @@ def test_from_env_and_files(tmp_path: Path) -> None:
         WebhookAuth.from_env(environ={"SCALECTL_WEBHOOK_SECRET_FILE": str(tmp_path / "missing")})
 
 
-@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed on this machine")
-def test_the_documented_shell_signing_matches(tmp_path: Path) -> None:
-    """The agent in docs/webhooks.md signs with openssl; its signature must verify here."""
+DOC = Path(__file__).resolve().parents[3] / "docs" / "webhooks.md"
+
+
+def _agent_script() -> str:
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index("```sh\n#!/bin/sh")
+    return text[start + len("```sh\n") : text.index("```", start + 5)]
+
+
+def test_the_documented_agent_is_valid_shell() -> None:
+    subprocess.run(["sh", "-n"], input=_agent_script(), text=True, check=True, timeout=10)
+
+
+def test_the_documented_agent_signature_verifies() -> None:
+    """Run the agent's own signing line (from docs/webhooks.md) with openssl; the daemon must accept it."""
+    assert shutil.which("openssl"), "openssl is needed to check the documented agent"
+    (line,) = [ln.strip() for ln in _agent_script().splitlines() if ln.strip().startswith("sig=$(")]
+    command = line[len("sig=$(") : -1]
     ts = str(int(FakeClock().now()))
-    script = 'printf "%s.%s" "$TS" "$BODY" | openssl dgst -sha256 -hmac "$SECRET" -r | cut -d" " -f1'
     out = subprocess.run(
-        ["sh", "-c", script],
-        env={"TS": ts, "BODY": AGENT_BODY.decode(), "SECRET": SECRET, "PATH": "/usr/bin:/bin"},
+        ["sh", "-c", command],
+        env={"ts": ts, "body": AGENT_BODY.decode(), "SCALECTL_WEBHOOK_SECRET": SECRET, "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         check=True,

@@ -85,6 +85,8 @@ def test_agent_notice_with_iso_and_epoch_deadlines() -> None:
     )
     epoch = parse({"provider": "gcp", "instance_id": "1234567", "action": "terminate", "deadline": 1772366430.5})
     assert epoch.deadline_epoch == 1772366430.5 and epoch.key is None and epoch.provider_instance_id == "1234567"
+    quoted = parse({"provider": "gcp", "instance_id": "1234567", "action": "terminate", "deadline": "1772366430"})
+    assert quoted.deadline_epoch == 1772366430.0
     none = parse({"provider": "vast", "key": "sc-batch-8", "action": "stop", "extra": "ignored"})
     assert none.deadline_epoch is None
 
