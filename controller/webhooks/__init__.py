@@ -1,0 +1,28 @@
+"""Interruption webhooks: spot warnings from AWS EventBridge and from agents on the instances.
+
+``receive`` authenticates and parses one request; ``http.make_handler`` mounts it on the daemon's app.
+"""
+
+from controller.webhooks.auth import AuthMethod, WebhookAuth, WebhookConfigError, authenticate, sign
+from controller.webhooks.notice import (
+    InterruptionNotice,
+    NoticeAction,
+    NoticeSource,
+    WebhookRejected,
+    parse_notice,
+)
+from controller.webhooks.receive import receive
+
+__all__ = [
+    "AuthMethod",
+    "InterruptionNotice",
+    "NoticeAction",
+    "NoticeSource",
+    "WebhookAuth",
+    "WebhookConfigError",
+    "WebhookRejected",
+    "authenticate",
+    "parse_notice",
+    "receive",
+    "sign",
+]

@@ -1,0 +1,42 @@
+"""One webhook request in, one verified InterruptionNotice out (or a WebhookRejected). No I/O."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from controller.webhooks.auth import AuthMethod, WebhookAuth, authenticate, check_fresh
+from controller.webhooks.notice import InterruptionNotice, NoticeSource, WebhookRejected, parse_notice
+
+log = logging.getLogger(__name__)
+MAX_BODY_BYTES = 64 * 1024  # EventBridge events are at most 256 KB, but ours are a few hundred bytes
+
+
+def receive(
+    headers: Mapping[str, str], body: bytes, auth: WebhookAuth, now: float, *, aws_provider: str = "aws"
+) -> InterruptionNotice:
+    """Authenticate first (nothing unauthenticated is parsed), then parse, then apply the path's rules."""
+    try:
+        if len(body) > MAX_BODY_BYTES:
+            raise WebhookRejected(f"body is {len(body)} bytes; the limit is {MAX_BODY_BYTES}", 413)
+        method = authenticate(headers, body, auth, now)
+        notice = parse_notice(headers, body, aws_provider=aws_provider)
+        if method is AuthMethod.EVENTBRIDGE_TOKEN:
+            if notice.source is not NoticeSource.AWS_EVENTBRIDGE:
+                raise WebhookRejected("the EventBridge token only admits EventBridge events; agents must sign", 401)
+            # The token is static, so the event's own time is what bounds a replay.
+            assert notice.issued_epoch is not None
+            check_fresh(notice.issued_epoch, now, auth.window, "EventBridge event time")
+    except WebhookRejected as exc:
+        log.warning("interruption webhook rejected (%d): %s", exc.status, exc.reason)
+        raise
+    log.info(
+        "interruption notice from %s: %s %s (key %s) action=%s deadline=%s",
+        notice.source.value,
+        notice.provider,
+        notice.provider_instance_id,
+        notice.key,
+        notice.action.value,
+        notice.deadline_epoch,
+    )
+    return notice
