@@ -14,7 +14,7 @@ import uuid
 import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
@@ -37,7 +37,7 @@ class StandinConfig:
     max_num_seqs: int = 256
     speed: float = 1.0
     metrics_generation: Generation = "new"
-    latency: LatencyModel = LatencyModel()
+    latency: LatencyModel = field(default_factory=LatencyModel)
     process_metrics: bool = True
 
 
@@ -175,9 +175,7 @@ class Standin:
                 "object": "chat.completion",
                 "created": created,
                 "model": c.model,
-                "choices": [
-                    {"index": 0, "message": message, "logprobs": None, "finish_reason": req.finish_reason}
-                ],
+                "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": req.finish_reason}],
                 "usage": _usage(req),
             }
         )

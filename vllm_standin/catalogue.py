@@ -60,6 +60,10 @@ class MetricDef:
     extra_label: str | None = None  # e.g. finished_reason
 
 
+def _hist(key: str, name: str, help: str, buckets: tuple[float, ...]) -> MetricDef:
+    return MetricDef(key, name, "histogram", help, buckets)
+
+
 def _catalogue_new(max_model_len: int) -> tuple[MetricDef, ...]:
     tokens = tuple(float(b) for b in build_1_2_5_buckets(max_model_len))
     latency = REQUEST_LATENCY_BUCKETS_NEW
@@ -74,7 +78,10 @@ def _catalogue_new(max_model_len: int) -> tuple[MetricDef, ...]:
             "Prefix cache queries, in terms of number of queried tokens.",
         ),
         MetricDef(
-            "prefix_hits", "vllm:prefix_cache_hits", "counter", "Prefix cache hits, in terms of number of cached tokens."
+            "prefix_hits",
+            "vllm:prefix_cache_hits",
+            "counter",
+            "Prefix cache hits, in terms of number of cached tokens.",
         ),
         MetricDef("preemptions", "vllm:num_preemptions", "counter", "Cumulative number of preemption from the engine."),
         MetricDef("prompt_tokens", "vllm:prompt_tokens", "counter", "Number of prefill tokens processed."),
@@ -86,7 +93,9 @@ def _catalogue_new(max_model_len: int) -> tuple[MetricDef, ...]:
             "Count of successfully processed requests.",
             extra_label="finished_reason",
         ),
-        MetricDef("prompt_len", "vllm:request_prompt_tokens", "histogram", "Number of prefill tokens processed.", tokens),
+        MetricDef(
+            "prompt_len", "vllm:request_prompt_tokens", "histogram", "Number of prefill tokens processed.", tokens
+        ),
         MetricDef(
             "generation_len",
             "vllm:request_generation_tokens",
@@ -144,7 +153,11 @@ def _catalogue_new(max_model_len: int) -> tuple[MetricDef, ...]:
             TOKEN_LATENCY_BUCKETS_NEW,
         ),
         MetricDef(
-            "e2e", "vllm:e2e_request_latency_seconds", "histogram", "Histogram of e2e request latency in seconds.", latency
+            "e2e",
+            "vllm:e2e_request_latency_seconds",
+            "histogram",
+            "Histogram of e2e request latency in seconds.",
+            latency,
         ),
         MetricDef(
             "queue_time",
@@ -185,7 +198,9 @@ def _catalogue_old(max_model_len: int) -> tuple[MetricDef, ...]:
         MetricDef("waiting", "vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed."),
         MetricDef("swapped", "vllm:num_requests_swapped", "gauge", "Number of requests swapped to CPU."),
         MetricDef("kv_usage", "vllm:gpu_cache_usage_perc", "gauge", "GPU KV-cache usage. 1 means 100 percent usage."),
-        MetricDef("cpu_kv_usage", "vllm:cpu_cache_usage_perc", "gauge", "CPU KV-cache usage. 1 means 100 percent usage."),
+        MetricDef(
+            "cpu_kv_usage", "vllm:cpu_cache_usage_perc", "gauge", "CPU KV-cache usage. 1 means 100 percent usage."
+        ),
         MetricDef("cpu_prefix_hit_rate", "vllm:cpu_prefix_cache_hit_rate", "gauge", "CPU prefix cache block hit rate."),
         MetricDef("prefix_hit_rate", "vllm:gpu_prefix_cache_hit_rate", "gauge", "GPU prefix cache block hit rate."),
         MetricDef("preemptions", "vllm:num_preemptions", "counter", "Cumulative number of preemption from the engine."),
@@ -248,7 +263,9 @@ def _catalogue_old(max_model_len: int) -> tuple[MetricDef, ...]:
             "Histogram of time spent in DECODE phase for request.",
             latency,
         ),
-        MetricDef("prompt_len", "vllm:request_prompt_tokens", "histogram", "Number of prefill tokens processed.", tokens),
+        MetricDef(
+            "prompt_len", "vllm:request_prompt_tokens", "histogram", "Number of prefill tokens processed.", tokens
+        ),
         MetricDef(
             "generation_len",
             "vllm:request_generation_tokens",

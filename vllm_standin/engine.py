@@ -10,6 +10,7 @@ the recorded metrics are model time, so a fast test still reads realistic second
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections import deque
@@ -82,10 +83,8 @@ class Engine:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
             self._task = None
         for r in [*self.waiting, *self.running]:  # wake anyone still streaming
             r.finish_reason = r.finish_reason or "abort"

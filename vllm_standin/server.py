@@ -55,7 +55,7 @@ def build_server(app: Any, *, shutdown_timeout: float = 30.0, log_level: str = "
         app,
         log_level=log_level,
         lifespan="on",
-        timeout_graceful_shutdown=shutdown_timeout,
+        timeout_graceful_shutdown=max(1, round(shutdown_timeout)),
         access_log=False,
         backlog=2048,
     )

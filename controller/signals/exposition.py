@@ -15,6 +15,7 @@ garbage in a metric we use is an error.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -43,7 +44,9 @@ _COUNTERS = {
     "vllm:request_success_total": "successes",
 }
 _HISTOGRAMS = {"vllm:time_to_first_token_seconds": "ttft", "vllm:e2e_request_latency_seconds": "e2e"}
-_HISTOGRAM_SAMPLES = {f"{name}{suffix}": (key, suffix) for name, key in _HISTOGRAMS.items() for suffix in ("_bucket", "_sum")}
+_HISTOGRAM_SAMPLES = {
+    f"{name}{suffix}": (key, suffix) for name, key in _HISTOGRAMS.items() for suffix in ("_bucket", "_sum")
+}
 # Labels that identify a series of the figure itself; any other label marks a breakdown we must not add in.
 _IDENTITY_LABELS = frozenset({"model_name", "engine", "le", "finished_reason"})
 
@@ -240,7 +243,7 @@ class _Builder:
                 return None
             bounds = sorted(b)
             counts = [b[x] for x in bounds]
-            if any(later < earlier for earlier, later in zip(counts, counts[1:], strict=False)):
+            if any(later < earlier for earlier, later in itertools.pairwise(counts)):
                 self.problems.append(f"{metric} buckets are not cumulative (a count goes down)")
                 return None
             common = set(bounds) if common is None else common & set(bounds)
@@ -276,7 +279,7 @@ class _Builder:
         )
 
 
-def _build(samples: Iterable[tuple[str, Mapping[str, str], float]], read_at: float) -> VllmSnapshot:
+def _build(samples: Iterable[tuple[str, _Labels, float]], read_at: float) -> VllmSnapshot:
     builder = _Builder(read_at)
     for name, labels, value in samples:
         builder.add(name, labels, value)
