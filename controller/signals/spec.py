@@ -13,6 +13,15 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class TransportOptions(_Strict):
+    """The Celery app's ``broker_transport_options`` that decide Redis key names (kombu's names and defaults)."""
+
+    global_keyprefix: str = ""
+    priority_steps: list[int] = Field(default_factory=lambda: [0, 3, 6, 9])
+    sep: str = "\x06\x16"
+    unacked_key: str = "unacked"
+
+
 class QueueSource(_Strict):
     """Celery queue depth and in-flight tasks, read from the broker."""
 
@@ -20,6 +29,11 @@ class QueueSource(_Strict):
     broker_url: str | None = None  # redis://… or amqp://…; None: $SCALECTL_BROKER_URL
     broker_url_env: str | None = None  # name of an env var holding the URL (keeps passwords out of YAML)
     queues: list[str] = Field(default_factory=lambda: ["celery"])
+    transport_options: TransportOptions = Field(default_factory=TransportOptions)
+    # RabbitMQ management API (http://host:15672), for ready *and* unacknowledged counts; without it only
+    # ready messages are known over AMQP and in-flight is unknown. Credentials default to the broker URL's.
+    management_url: str | None = None
+    management_url_env: str | None = None
 
 
 class MetricsSource(_Strict):
@@ -28,6 +42,8 @@ class MetricsSource(_Strict):
     kind: Literal["vllm", "prometheus"] = "vllm"
     prometheus_url: str | None = None
     window: Duration = 60.0
+    selector: str = ""  # PromQL label matchers for kind: prometheus, e.g. 'job="vllm",tier="orchestrator"'
+    path: str = "/metrics"  # kind: vllm, the path scraped on each endpoint
 
 
 class SignalsSpec(_Strict):
