@@ -14,6 +14,7 @@ from controller.readiness import ReadinessProbe
 from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Provider
 from providers.errors import InstanceNotFound
 from providers.registry import ProviderConfig, build_provider
+from sizing.gpus import GPUS
 
 pytestmark = pytest.mark.e2e
 PLACEHOLDER = Path(__file__).with_name("placeholder_standin.py")
@@ -120,5 +121,5 @@ async def test_offers(tmp_path: Path) -> None:
     seeded = await _provider(tmp_path, price="seed").offers(GpuRequest("L40S"))
     assert seeded[0].on_demand_per_hour == 0.72
     everything = await _provider(tmp_path).offers(GpuRequest(""))
-    assert len(everything) == 10
+    assert len(everything) == len(GPUS)
     assert await _provider(tmp_path).offers(GpuRequest("TPU")) == []

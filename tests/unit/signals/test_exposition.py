@@ -60,10 +60,10 @@ def test_figures_of_a_recorded_text() -> None:
 
 def test_engines_are_summed_and_kv_is_averaged() -> None:
     body = (
-        f'vllm:num_requests_waiting{{engine="0",model_name="m"}} 3.0\n'
-        f'vllm:num_requests_waiting{{engine="1",model_name="m"}} 4.0\n'
-        f'vllm:kv_cache_usage_perc{{engine="0",model_name="m"}} 0.2\n'
-        f'vllm:kv_cache_usage_perc{{engine="1",model_name="m"}} 0.6\n'
+        'vllm:num_requests_waiting{engine="0",model_name="m"} 3.0\n'
+        'vllm:num_requests_waiting{engine="1",model_name="m"} 4.0\n'
+        'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.2\n'
+        'vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.6\n'
         'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="m"} 1.0\n'
         'vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 2.0\n'
         'vllm:time_to_first_token_seconds_bucket{engine="1",le="0.1",model_name="m"} 5.0\n'
@@ -120,8 +120,8 @@ def test_nan_and_inf_values_make_that_figure_unknown(value: str) -> None:
 
 def test_nan_in_a_bucket_makes_the_histogram_unknown() -> None:
     body = text("new_1").replace(
-        f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.1",model_name="meta-llama/Llama-3.1-8B-Instruct"}} ',
-        f'vllm:time_to_first_token_seconds_bucket{{engine="0",le="0.1",model_name="meta-llama/Llama-3.1-8B-Instruct"}} NaN #',
+        'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="meta-llama/Llama-3.1-8B-Instruct"} ',
+        'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="meta-llama/Llama-3.1-8B-Instruct"} NaN #',
     )
     body = "\n".join(l.split(" #")[0] for l in body.splitlines())
     snap = parse_vllm_metrics(body, 0.0)
