@@ -1,7 +1,8 @@
 """Reconcile tick cost at fleet scale: N instances across 100 tiers on the simulated cloud.
 
 Measures CPU time (process_time) per steady-state tick, the figure that bounds how large a fleet one
-daemon can run at a 5 s tick. Usage: python bench/bench_tick.py [1000 10000]
+daemon can run at a 5 s tick. From the repository root (project installed, or PYTHONPATH=.):
+    python bench/bench_tick.py [1000 10000]
 """
 
 from __future__ import annotations
@@ -11,19 +12,16 @@ import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from clocks import FakeClock  # noqa: E402
-from controller.config import parse_config  # noqa: E402
-from controller.reconciler.loop import Reconciler  # noqa: E402
-from controller.signals.static import StaticSignals  # noqa: E402
-from controller.store.db import make_engine  # noqa: E402
-from controller.store.migrate import upgrade  # noqa: E402
-from controller.store.repository import Store  # noqa: E402
-from providers.registry import ProviderConfig  # noqa: E402
-from providers.simulated import SimulatedCloud  # noqa: E402
+from clocks import FakeClock
+from controller.config import parse_config
+from controller.reconciler.loop import Reconciler
+from controller.signals.static import StaticSignals
+from controller.store.db import make_engine
+from controller.store.migrate import upgrade
+from controller.store.repository import Store
+from providers.registry import ProviderConfig
+from providers.simulated import SimulatedCloud
 
 TIERS = 100
 
