@@ -19,11 +19,13 @@ from simulator.requests import (
     N_CACHED,
     N_IN,
     N_OUT,
+    ORIGIN,
     OVERHEAD,
     REMAINING,
     RETRIES,
     ROUND,
     SESSION,
+    TTFT_DONE,
     FloatArray,
     IntArray,
     Requests,
@@ -51,9 +53,17 @@ class ClosedSource(Protocol):
 
     def begin_tick(self, t0: float, t1: float) -> Requests: ...
 
-    def follow_ups(self, session: IntArray, round_: IntArray, end: FloatArray, t1: float) -> Requests:
-        """Requests sent before ``t1`` by sessions whose request ``round_`` was answered at ``end``."""
+    def next_sends(
+        self, session: IntArray, round_: IntArray, end: FloatArray, t1: float
+    ) -> tuple[IntArray, IntArray, FloatArray]:
+        """(session, round, time) of the requests sent before ``t1`` after answers to ``round_`` at ``end``."""
         ...
+
+    def figures(self, session: IntArray, round_: IntArray) -> tuple[FloatArray, ...]:
+        """(prompt tokens to compute, output tokens, step phase u, client overhead) of those requests."""
+        ...
+
+    def make(self, session: IntArray, round_: IntArray, t: FloatArray) -> Requests: ...
 
     def commit(self, sent: Requests, done: Requests, done_end: FloatArray, t1: float) -> None: ...
 
@@ -186,26 +196,30 @@ class ServingPool:
         goes out a little early or late).
         """
         first = source.begin_tick(t0, t1)
-        sent = Requests.concat([first, *self._forecast_rounds(t0, t1, first, source)])
-        keys = _keys(sent)
+        s, r, t = self._forecast_rounds(t0, t1, first, source)
+        sent = Requests.concat([first, source.make(s, r, t)])
+        keys = _keys(sent.icol(SESSION), sent.icol(ROUND))
         result = self._run(t0, t1, sent, self._est)
         for _ in range(MAX_CLOSED_LOOP_PASSES):
             done = result.done
-            more = source.follow_ups(done.icol(SESSION), done.icol(ROUND), result.done_end, t1)
-            candidate = Requests.concat([first, more])
-            new_keys = _keys(candidate)
+            s, r, t = source.next_sends(done.icol(SESSION), done.icol(ROUND), result.done_end, t1)
+            new_keys = _keys(np.concatenate([first.icol(SESSION), s]), np.concatenate([first.icol(ROUND), r]))
             differ = np.setxor1d(keys, new_keys, assume_unique=True).shape[0]
-            if differ <= TOLERATED_MISMATCH * max(len(candidate), 1):
+            if differ <= TOLERATED_MISMATCH * max(new_keys.shape[0], 1):
                 break
-            keys, sent = new_keys, candidate
+            keys, sent = new_keys, Requests.concat([first, source.make(s, r, t)])
             result = self._run(t0, t1, sent, self._est)
         source.commit(sent, result.done, result.done_end, t1)
         return result, sent
 
-    def _forecast_rounds(self, t0: float, t1: float, first: Requests, source: ClosedSource) -> list[Requests]:
+    def _forecast_rounds(
+        self, t0: float, t1: float, first: Requests, source: ClosedSource
+    ) -> tuple[IntArray, IntArray, FloatArray]:
+        """Every follow-up request of the tick, from a latency forecast without prefill queueing."""
+        no_int = np.empty(0, dtype=np.int64)
+        if not self._routable.any():
+            return no_int, no_int, np.empty(0)
         routable = self._routable
-        if not routable.any():
-            return []
         lane, rate = lane_for(self.profile, self._est)
         d = self._inflight.data
         on = (d[:, ADMITTED] > 0) & (d[:, SESSION] >= 0)
@@ -214,23 +228,35 @@ class ServingPool:
         session, round_ = d[on, SESSION].astype(np.int64), d[on, ROUND].astype(np.int64)
         # Averages over the ready instances stand in for whichever instance a request will land on.
         step, free, chunk, r = (float(x[routable].mean()) for x in (lane.step, lane.free, lane.chunk, rate))
-        parts: list[Requests] = []
-        current = first
-        for _ in range(1024):
-            if len(current):
-                c = current.data
-                prompt = np.maximum(c[:, N_IN] - c[:, N_CACHED], 1.0)
+        cur_s, cur_r, cur_t = first.icol(SESSION), first.icol(ROUND), first.col(COL_T)
+        out_s, out_r, out_t = [], [], []
+        for generation in range(1024):
+            if cur_s.shape[0]:
+                prompt, n_out, u, overhead = (
+                    source.figures(cur_s, cur_r)
+                    if generation
+                    else (
+                        np.maximum(first.col(N_IN) - first.col(N_CACHED), 1.0),
+                        first.col(N_OUT),
+                        first.col(U),
+                        first.col(OVERHEAD),
+                    )  # fmt: skip
+                )
                 extra = self.profile.prefill_extra_s(prompt, np.float64(free), np.float64(chunk))
-                current_end = c[:, COL_T] + (c[:, U] + 1.0) * step + extra + (c[:, N_OUT] - 1.0) / r + c[:, OVERHEAD]
-                session = np.concatenate([session, c[:, SESSION].astype(np.int64)])
-                round_ = np.concatenate([round_, c[:, ROUND].astype(np.int64)])
-                end = np.concatenate([end, current_end])
-            current = source.follow_ups(session, round_, end, t1)
-            if not len(current):
+                cur_end = cur_t + (u + 1.0) * step + extra + (n_out - 1.0) / r + overhead
+                session = np.concatenate([session, cur_s])
+                round_ = np.concatenate([round_, cur_r])
+                end = np.concatenate([end, cur_end])
+            cur_s, cur_r, cur_t = source.next_sends(session, round_, end, t1)
+            if not cur_s.shape[0]:
                 break
-            parts.append(current)
-            session, round_, end = session[:0], round_[:0], end[:0]
-        return parts
+            out_s.append(cur_s)
+            out_r.append(cur_r)
+            out_t.append(cur_t)
+            session, round_, end = no_int, no_int, np.empty(0)
+        if not out_s:
+            return no_int, no_int, np.empty(0)
+        return np.concatenate(out_s), np.concatenate(out_r), np.concatenate(out_t)
 
     def _estimate_was_off(self, during: Estimates) -> bool:
         used = self._est
@@ -283,6 +309,11 @@ class ServingPool:
         rec.timeline.append((t1, n_new, int(self._routable.sum()), running, waiting_now))
 
     # ---- observation -------------------------------------------------------------------------------------
+    def awaiting_first_token(self) -> FloatArray:
+        """Origins of the requests that have not had their first token yet (in instances or unrouted)."""
+        d = self._inflight.data
+        return np.concatenate([d[d[:, TTFT_DONE] == 0, ORIGIN], self._unrouted.data[:, ORIGIN]])
+
     def in_flight_by_instance(self) -> dict[str, int]:
         counts = np.bincount(self._inflight.icol(INST), minlength=len(self._ids))
         return {iid: int(counts[s]) for iid, s in self._slot_of.items()}
@@ -312,5 +343,5 @@ class ServingPool:
         )
 
 
-def _keys(batch: Requests) -> np.ndarray:
-    return np.unique(batch.col(SESSION) * 4096.0 + batch.col(ROUND))
+def _keys(session: IntArray, round_: IntArray) -> np.ndarray:
+    return np.unique(session * 4096 + round_)

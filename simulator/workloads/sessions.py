@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from simulator.requests import ROUND, SESSION, FloatArray, IntArray, Requests, empty, fresh
+from simulator.requests import ROUND, SESSION, FloatArray, IntArray, Requests, fresh
 from simulator.workloads.tokens import TokenDist
 
 
@@ -87,15 +87,28 @@ class ClosedLoopSessions:
         due = due[np.argsort(self._next[due], kind="stable")]
         return self._requests(due, np.zeros(due.shape[0], dtype=np.int64), self._next[due])
 
-    def follow_ups(self, session: IntArray, round_: IntArray, end: FloatArray, t1: float) -> Requests:
+    def next_sends(
+        self, session: IntArray, round_: IntArray, end: FloatArray, t1: float
+    ) -> tuple[IntArray, IntArray, FloatArray]:
+        """(session, round, time) of the requests sent before ``t1`` after answers to ``round_`` at ``end``."""
         mine = (session >= 0) & (session < self._n_active)
-        if not mine.any():
-            return empty()
         sessions, rounds = session[mine], round_[mine] + 1
+        if not sessions.shape[0]:
+            return sessions, rounds, end[mine]
         self._columns_upto(int(rounds.max()))
         t = end[mine] + self._stack[0][rounds, sessions]
         keep = t < t1
-        return self._requests(sessions[keep], rounds[keep], t[keep])
+        return sessions[keep], rounds[keep], t[keep]
+
+    def figures(self, session: IntArray, round_: IntArray) -> tuple[FloatArray, ...]:
+        """Prompt tokens to compute, output tokens, step phase and client overhead of those requests."""
+        _, n_in, n_out, u, overhead = self._stack
+        n_in_sel = n_in[round_, session]
+        prompt = np.maximum(n_in_sel - np.floor(n_in_sel * self._cached_share), 1.0)
+        return prompt, n_out[round_, session], u[round_, session], overhead[round_, session]
+
+    def make(self, session: IntArray, round_: IntArray, t: FloatArray) -> Requests:
+        return self._requests(session, round_, t)
 
     def commit(self, sent: Requests, done: Requests, done_end: FloatArray, t1: float) -> None:
         n = self.max_sessions
