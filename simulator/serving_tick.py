@@ -36,8 +36,6 @@ from simulator.requests import (
 )
 from simulator.requests import T as COL_T
 
-_SEGMENT_GAP = 1e7  # larger than any time span inside a tick's scan (seconds, relative to the tick start)
-
 
 @dataclass(frozen=True, slots=True)
 class Estimates:
@@ -157,6 +155,8 @@ def simulate_tick(
     state[:, TTFT_DONE] = np.maximum(state[:, TTFT_DONE], first_seen[kept])
     state[:, ROUND] = -1.0
     done_rows = d[done]
+    done_rows[:, FIRST] = first[done]
+    done_rows[:, REMAINING] = 0.0
     done_end = end[done] + t0 + done_rows[:, OVERHEAD]
     return TickResult(
         inflight=Requests(state),
@@ -237,7 +237,7 @@ def _scan_fast(
         seg = np.cumsum(new_seg) - 1
         local = csum - (csum[boundary] - service[boundary])[seg]
         x = np.maximum(start - (local - service), rel_free[inst])
-        lift = seg * _SEGMENT_GAP
+        lift = seg * (float(x.max() - x.min()) + 1.0)  # each instance's values sit above all earlier ones
         depart = local + np.maximum.accumulate(x + lift) - lift
     extra = profile.prefill_extra_s(p, fr, ch)
     # A prompt alone still waits for the whole step that carries it.
