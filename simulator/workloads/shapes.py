@@ -161,9 +161,16 @@ def evaluate(shapes: Sequence[Shape], t: FloatArray, start_epoch: float) -> Floa
     return out
 
 
-def peak_over(shapes: Sequence[Shape], t0: float, t1: float, start_epoch: float, resolution_s: float = 10.0) -> float:
-    """An upper bound of the shape product over [t0, t1), sampled finely enough for spikes and ramps."""
+def peak_over(
+    shapes: Sequence[Shape],
+    t0: float,
+    t1: float,
+    start_epoch: float,
+    resolution_s: float = 10.0,
+    margin: float = 1.0001,
+) -> float:
+    """The largest shape product over [t0, t1) (× ``margin``), sampled finely enough for spikes and ramps."""
     if not shapes:
         return 1.0
     grid = np.arange(t0, t1 + resolution_s, resolution_s)
-    return float(evaluate(shapes, grid, start_epoch).max()) * 1.0001
+    return float(evaluate(shapes, grid, start_epoch).max()) * margin

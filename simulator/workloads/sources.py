@@ -104,13 +104,13 @@ class TraceSource:
 
 def sessions_source(tier: str, load: SessionsLoad, workload: Workload, profile: EngineProfile) -> ClosedLoopSessions:
     start = workload.start_epoch
-    peak = peak_over(load.shape, 0.0, workload.duration, start, resolution_s=60.0)
-    max_sessions = max(1, int(np.ceil(load.sessions * peak)))
+    peak = peak_over(load.shape, 0.0, workload.duration, start, resolution_s=60.0, margin=1.0)
+    max_sessions = max(1, round(load.sessions * peak))
 
     def active(t: float) -> int:
         if not load.shape:
             return load.sessions
-        return int(round(load.sessions * float(evaluate(load.shape, np.array([t]), start)[0])))
+        return round(load.sessions * float(evaluate(load.shape, np.array([t]), start)[0]))
 
     return ClosedLoopSessions(
         max_sessions,
