@@ -138,6 +138,7 @@ def _cached_capacity(profile: EngineProfile, load_json: str, workload_json: str,
     load = next(v for v in workload.tiers.values() if v.model_dump_json() == load_json)
     if isinstance(load, SessionsLoad):
         return sessions_capacity(profile, load, workload.seed)
+    assert isinstance(load, PoissonLoad | TraceLoad), "batch tiers have no TTFT capacity"
     return rate_capacity(profile, mix_for(load, workload, workload.seed), load.ttft_target, workload.seed)
 
 

@@ -5,6 +5,7 @@ Three renderings: a dict (JSON), a rich table, and a PNG of load, capacity and T
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -107,7 +108,7 @@ class Report:
     duration_s: float
     tiers: dict[str, TierOutcome]
     baselines: dict[str, dict[str, BaselineOutcome]] = field(default_factory=dict)  # tier -> name -> outcome
-    timelines: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # tier -> series (for the plot)
+    timelines: dict[str, dict[str, Any]] = field(default_factory=dict)  # tier -> series arrays (for the plot)
 
     def total(self) -> dict[str, Any]:
         tiers = list(self.tiers.values())
@@ -221,9 +222,9 @@ class Report:
         return out
 
 
-def timelines(fleet: Fleet) -> dict[str, dict[str, np.ndarray]]:
+def timelines(fleet: Fleet) -> dict[str, dict[str, Any]]:
     """Per-tier series for the plot: arrivals per minute, ready instances, TTFT p95 per minute or queue."""
-    out: dict[str, dict[str, np.ndarray]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for name in fleet.models:
         pool = fleet.serving.get(name) or fleet.batch[name]
         rows = np.asarray(pool.record.timeline, dtype=np.float64).reshape(-1, 5)
@@ -231,7 +232,7 @@ def timelines(fleet: Fleet) -> dict[str, dict[str, np.ndarray]]:
             continue
         t = rows[:, 0]
         dt = np.diff(t, prepend=t[0] - (t[1] - t[0] if t.shape[0] > 1 else 5.0))
-        series = {"t": t, "load": rows[:, 1] / np.maximum(dt, 1e-9) * 60.0, "ready": rows[:, 2],
+        series: dict[str, Any] = {"t": t, "load": rows[:, 1] / np.maximum(dt, 1e-9) * 60.0, "ready": rows[:, 2],
                   "running": rows[:, 3], "queue": rows[:, 4]}  # fmt: skip
         meter = fleet.meters[name]
         if meter.billed_timeline:
@@ -246,7 +247,7 @@ def timelines(fleet: Fleet) -> dict[str, dict[str, np.ndarray]]:
             minute, values = minute[order], values[order]
             keys, starts = np.unique(minute, return_index=True)
             bounds = np.append(starts, minute.shape[0])
-            p95 = np.array([np.quantile(values[a:b], 0.95) for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
+            p95 = np.array([np.quantile(values[a:b], 0.95) for a, b in itertools.pairwise(bounds.tolist())])
             series["t_q"] = keys * 60.0 + 30.0
             series["ttft_p95"] = p95
         out[name] = series

@@ -51,7 +51,7 @@ class Requests:
     def icol(self, c: int) -> IntArray:
         return self.data[:, c].astype(np.int64)
 
-    def take(self, index: npt.ArrayLike) -> Requests:
+    def take(self, index: npt.NDArray[np.integer] | npt.NDArray[np.bool_] | slice) -> Requests:
         return Requests(self.data[index])
 
     def sorted_by_time(self) -> Requests:

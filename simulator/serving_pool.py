@@ -36,7 +36,7 @@ from simulator.requests import T as COL_T
 from simulator.serving_tick import Estimates, TickResult, lane_for, simulate_tick
 
 MAX_CLOSED_LOOP_PASSES = 4
-REPASS_CHANGE = 0.2  # re-run an open-loop tick when the batch estimate was off by more than this
+REPASS_CHANGE = 0.5  # re-run an open-loop tick when the batch estimate was off by more than this
 TOLERATED_MISMATCH = 0.02  # share of a tick's closed-loop requests the forecast may get wrong without a re-run
 
 
@@ -232,17 +232,12 @@ class ServingPool:
         out_s, out_r, out_t = [], [], []
         for generation in range(1024):
             if cur_s.shape[0]:
-                prompt, n_out, u, overhead = (
-                    source.figures(cur_s, cur_r)
-                    if generation
-                    else (
-                        np.maximum(first.col(N_IN) - first.col(N_CACHED), 1.0),
-                        first.col(N_OUT),
-                        first.col(U),
-                        first.col(OVERHEAD),
-                    )  # fmt: skip
-                )
-                extra = self.profile.prefill_extra_s(prompt, np.float64(free), np.float64(chunk))
+                if generation:
+                    prompt, n_out, u, overhead = source.figures(cur_s, cur_r)
+                else:
+                    prompt = np.maximum(first.col(N_IN) - first.col(N_CACHED), 1.0)
+                    n_out, u, overhead = first.col(N_OUT), first.col(U), first.col(OVERHEAD)
+                extra = self.profile.prefill_extra_s(prompt, np.full(1, free), np.full(1, chunk))
                 cur_end = cur_t + (u + 1.0) * step + extra + (n_out - 1.0) / r + overhead
                 session = np.concatenate([session, cur_s])
                 round_ = np.concatenate([round_, cur_r])
@@ -262,7 +257,7 @@ class ServingPool:
         used = self._est
         if during.batch.shape != used.batch.shape or not during.batch.shape[0]:
             return False
-        diff = np.abs(during.batch - used.batch) / np.maximum(used.batch, 8.0)
+        diff = np.abs(during.batch - used.batch) / np.maximum(used.batch, 16.0)
         return bool(diff.max() > REPASS_CHANGE)
 
     def _run(self, t0: float, t1: float, arrivals: Requests, est: Estimates) -> TickResult:

@@ -144,7 +144,7 @@ def simulate_tick(
     context = (d[:, N_IN] + d[:, N_OUT] - left)[decoding_end]
     at_end = Estimates(
         batch=np.bincount(ends_at, minlength=n_slots).astype(np.float64),
-        kv_tokens=np.bincount(ends_at, weights=context, minlength=n_slots),
+        kv_tokens=np.bincount(ends_at, weights=context, minlength=n_slots).astype(np.float64),
         prefill_busy=busy,
     )
     kept = np.flatnonzero(keep)

@@ -40,8 +40,12 @@ class ClosedLoopSessions:
         self._cached_share = cached_share
         self._next = np.full(max_sessions, np.inf)
         self._in_flight = np.zeros(max_sessions, dtype=np.bool_)
-        self._stack: tuple[np.ndarray, ...] = ()
+        self._stack: tuple[np.ndarray, ...] = ()  # think, n_in, n_out, u, overhead: (round, session) arrays
         self._n_active = 0
+
+    @staticmethod
+    def _no_rounds() -> tuple[np.ndarray, ...]:
+        return ()
 
     def _columns_upto(self, j: int) -> None:
         """Draw rounds up to ``j`` for every session: think time before it and the request it sends."""
@@ -75,7 +79,7 @@ class ClosedLoopSessions:
         )
 
     def begin_tick(self, t0: float, t1: float) -> Requests:
-        self._stack = ()
+        self._stack = self._no_rounds()
         self._columns_upto(0)
         n_active = max(0, min(self.max_sessions, int(self._active(t0))))
         self._n_active = n_active

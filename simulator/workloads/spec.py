@@ -79,8 +79,8 @@ class SessionsLoad(_Serving):
     kind: Literal["sessions"]
     sessions: int = Field(gt=0, le=100_000)
     think_time: tuple[Duration, Duration] = (0.1, 0.5)
-    input_tokens: Tokens = Tokens(mean=600)
-    output_tokens: Tokens = Tokens(mean=350)
+    input_tokens: Tokens = Tokens.model_validate({"mean": 600})
+    output_tokens: Tokens = Tokens.model_validate({"mean": 350})
     prefix_cache_hit: float = Field(0.0, ge=0, lt=1)  # share of each prompt already in vLLM's prefix cache
 
     @field_validator("think_time")
@@ -96,8 +96,8 @@ class PoissonLoad(_Serving):
 
     kind: Literal["poisson"]
     rate: float = Field(gt=0)
-    input_tokens: Tokens = Tokens(mean=600)
-    output_tokens: Tokens = Tokens(mean=350)
+    input_tokens: Tokens = Tokens.model_validate({"mean": 600})
+    output_tokens: Tokens = Tokens.model_validate({"mean": 350})
     prefix_cache_hit: float = Field(0.0, ge=0, lt=1)
 
 
@@ -129,7 +129,7 @@ class BatchLoad(_Strict):
     bursts: list[Burst] = Field(default_factory=list)
     rate: float = Field(0.0, ge=0)  # tasks per second outside bursts
     shape: list[Shape] = Field(default_factory=list)
-    task_time: TaskTime = TaskTime(mean=60.0)
+    task_time: TaskTime = TaskTime.model_validate({"mean": 60.0})
     concurrency: int = Field(8, gt=0, le=4096)  # tasks one instance runs at once (Celery worker concurrency)
     wait_target: Duration = 300.0  # a task meets the SLO when it starts within this of being queued
 

@@ -49,7 +49,7 @@ def setup(tier):
 def test_oracle_is_never_above_static(setup) -> None:
     w, models = setup
     for name, model in models.items():
-        grid, need = need_timeline(w, model)
+        _grid, need = need_timeline(w, model)
         static_cost = static_count(w, model) * model.price_per_hour * w.duration / 3600
         assert oracle(w, model).cost <= static_cost + 1e-9, name
         assert need.max() >= 1

@@ -7,7 +7,6 @@ from simulator.fleet import Fleet, tier_models
 from simulator.report import build_report
 from simulator.workloads.spec import parse_workload
 
-
 WORKLOAD = """
 seed: 4
 duration: 20m

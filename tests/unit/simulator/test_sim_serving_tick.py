@@ -37,7 +37,9 @@ def test_prefill_lane_matches_a_sequential_lindley_recursion() -> None:
             service = p * (st + lane.full_extra[slot]) / ch
             depart = max(t[i] + req.data[i, 7] * st, free_at) + service
             free_at = depart
-            extra = float(profile.prefill_extra_s(np.array([p]), lane.free[slot : slot + 1], lane.chunk[slot : slot + 1])[0])
+            extra = float(
+                profile.prefill_extra_s(np.array([p]), lane.free[slot : slot + 1], lane.chunk[slot : slot + 1])[0]
+            )
             first_token[i] = depart + max(st + extra - service, 0.0)
     # Every request admitted on arrival (no limit binds), first tokens exactly as the recursion says.
     rows = np.concatenate([result.inflight.data, result.done.data])

@@ -53,7 +53,10 @@ def test_azure_fixture_parses_seven_fractional_digits(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,44\nnot-a-time,1,2\n", "line 3: TIMESTAMP"),
+        (
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374,44\nnot-a-time,1,2\n",
+            "line 3: TIMESTAMP",
+        ),
         ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,37x,44\n", "line 2: ContextTokens"),
         ("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,374\n", "line 2: expected 3"),
         ("time,in,out\n2023-11-16 18:15:46.68,374,44\n", "line 1: expected the header"),
@@ -124,11 +127,15 @@ def test_replay_rate_scale_thins_and_replicates(tmp_path: Path) -> None:
 def test_replay_time_scale_repeat_offset_and_duration(tmp_path: Path) -> None:
     trace = read_trace(_synthetic(tmp_path))  # span 99.9 s, period 100 s
     rng = np.random.default_rng(0)
-    t, rows = replay(trace, duration_s=1e9, rate_scale=1.0, time_scale=2.0, repeat=3, offset_s=50.0, shape=None, rng=rng)
+    t, _rows = replay(
+        trace, duration_s=1e9, rate_scale=1.0, time_scale=2.0, repeat=3, offset_s=50.0, shape=None, rng=rng
+    )
     assert t.shape[0] == 3000
     assert t[0] == 50.0 and t[1] == pytest.approx(50.2)
     assert t[1000] == pytest.approx(50.0 + 200.0)  # second copy starts one stretched period later
-    fill, _ = replay(trace, duration_s=1000.0, rate_scale=1.0, time_scale=1.0, repeat=0, offset_s=0.0, shape=None, rng=rng)
+    fill, _ = replay(
+        trace, duration_s=1000.0, rate_scale=1.0, time_scale=1.0, repeat=0, offset_s=0.0, shape=None, rng=rng
+    )
     assert fill.shape[0] == 10_000 and fill.max() < 1000.0
 
 

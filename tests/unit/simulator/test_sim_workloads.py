@@ -86,7 +86,9 @@ tiers:
 
 
 def test_batch_bursts_repeat_and_land_within_their_minute() -> None:
-    text = "tiers: {b: {kind: batch, bursts: [{at: 1h, tasks: 500, over: 1m, every: 2h}], task_time: 30s}}\nduration: 6h"
+    text = (
+        "tiers: {b: {kind: batch, bursts: [{at: 1h, tasks: 500, over: 1m, every: 2h}], task_time: 30s}}\nduration: 6h"
+    )
     w = parse_workload(text)
     t, run = BatchTasks("b", w.tiers["b"], w).all_tasks(w.duration)  # type: ignore[arg-type]
     assert t.shape[0] == 1500
@@ -102,7 +104,10 @@ def test_batch_bursts_repeat_and_land_within_their_minute() -> None:
         ("tiers: {a: {kind: nope}}", 'tier "a": `kind` must be one of'),
         ("tiers: {a: {kind: poisson, rate: 1, ttft_target: soon}}", 'tier "a": ttft_target: expected a duration'),
         ("tiers: {a: {kind: poisson, rate: 1, extra: 1}}", 'tier "a": extra: unknown field'),
-        ("tiers: {a: {kind: sessions, sessions: 5, think_time: [2s, 1s]}}", 'tier "a": think_time: expected [min, max]'),
+        (
+            "tiers: {a: {kind: sessions, sessions: 5, think_time: [2s, 1s]}}",
+            'tier "a": think_time: expected [min, max]',
+        ),
         ("tiers: {a: {kind: poisson, rate: 1, shape: [{kind: diurnal, timezone: Mars/Base}]}}", "IANA timezone"),
         ("tiers: {a: {kind: batch}}", "needs `bursts`"),
         ("start: yesterday\ntiers: {a: {kind: poisson, rate: 1}}", "start: expected an ISO time"),
@@ -134,9 +139,7 @@ def test_example_workloads_load(name: str, traces_dir: Path) -> None:
 
 def test_trace_paths_are_relative_to_the_workload_file(tmp_path: Path, traces_dir: Path) -> None:
     (tmp_path / "w").mkdir()
-    (tmp_path / "w" / "day.yaml").write_text(
-        f"tiers: {{c: {{kind: trace, path: ../t/code.csv}}}}\nduration: 1h\n"
-    )
+    (tmp_path / "w" / "day.yaml").write_text("tiers: {c: {kind: trace, path: ../t/code.csv}}\nduration: 1h\n")
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "code.csv").symlink_to(traces_dir / "azure-llm-2023-code.csv")
     w = load_workload(tmp_path / "w" / "day.yaml")
