@@ -140,7 +140,7 @@ class ServingPool:
         vanished = [i for i, s in self._slot_of.items() if i not in known and self._routable[s]]
         if vanished:
             self.interrupt(vanished, now)
-        self._retired |= {s for i, s in self._slot_of.items() if i not in known}
+        self._retired = {s for i, s in self._slot_of.items() if i not in known}
         for iid, slot in self._slot_of.items():
             self._routable[slot] = iid in ready_set and iid not in drain_set
 
