@@ -40,29 +40,30 @@ class ClosedLoopSessions:
         self._cached_share = cached_share
         self._next = np.full(max_sessions, np.inf)
         self._in_flight = np.zeros(max_sessions, dtype=np.bool_)
-        self._stack: tuple[np.ndarray, ...] = ()  # think, n_in, n_out, u, overhead: (round, session) arrays
+        # think, n_in, n_out, u, overhead as (round, session) arrays; row 0 is this tick's round 0
+        self._stack: tuple[np.ndarray, ...] = tuple(np.empty((0, max_sessions)) for _ in range(5))
+        self._max_round = -1
+        self._block_rows = max(16, 4096 // max(max_sessions, 1))
         self._n_active = 0
 
-    @staticmethod
-    def _no_rounds() -> tuple[np.ndarray, ...]:
-        return ()
-
     def _columns_upto(self, j: int) -> None:
-        """Draw rounds up to ``j`` for every session: think time before it and the request it sends."""
-        have = self._stack[0].shape[0] if self._stack else 0
-        if j < have:
+        """Make rounds up to ``j`` of this tick available: think time before each and the request it sends.
+
+        Rows are drawn in large blocks and handed out tick by tick (a tick's round ``j`` is row base + j), so
+        drawing costs little per tick and re-simulating a tick reads the same rows.
+        """
+        self._max_round = max(self._max_round, j)
+        if j < self._stack[0].shape[0]:
             return
-        n, k = self.max_sessions, max(j + 1 - have, 8)
+        n, k = self.max_sessions, max(j + 1 - self._stack[0].shape[0], self._block_rows)
         rng = self._rng
         think = rng.uniform(self._think[0], self._think[1], (k, n))
         n_in = self._n_in.sample(rng, k * n).reshape(k, n)
         n_out = self._n_out.sample(rng, k * n).reshape(k, n)
         median, sigma = self._overhead
         overhead = median * np.exp(sigma * rng.standard_normal((k, n))) if median > 0 else np.zeros((k, n))
-        block = (think, n_in, n_out, rng.random((k, n)), overhead)
-        self._stack = (
-            block if not self._stack else tuple(np.concatenate(p) for p in zip(self._stack, block, strict=True))
-        )
+        block = (think, n_in.astype(np.float64), n_out.astype(np.float64), rng.random((k, n)), overhead)
+        self._stack = tuple(np.concatenate(p) for p in zip(self._stack, block, strict=True))
 
     def _requests(self, session: IntArray, round_: IntArray, t: FloatArray) -> Requests:
         _, n_in, n_out, u, overhead = self._stack
@@ -79,7 +80,8 @@ class ClosedLoopSessions:
         )
 
     def begin_tick(self, t0: float, t1: float) -> Requests:
-        self._stack = self._no_rounds()
+        self._stack = tuple(rows[self._max_round + 1 :] for rows in self._stack)  # last tick's rows are spent
+        self._max_round = -1
         self._columns_upto(0)
         n_active = max(0, min(self.max_sessions, int(self._active(t0))))
         self._n_active = n_active

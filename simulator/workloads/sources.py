@@ -107,10 +107,12 @@ def sessions_source(tier: str, load: SessionsLoad, workload: Workload, profile: 
     peak = peak_over(load.shape, 0.0, workload.duration, start, resolution_s=60.0, margin=1.0)
     max_sessions = max(1, round(load.sessions * peak))
 
+    # Active sessions per minute, computed once (the shape is read at one-minute resolution).
+    minutes = np.arange(0.0, workload.duration + 60.0, 60.0)
+    per_minute = np.rint(load.sessions * evaluate(load.shape, minutes, start)).astype(np.int64)
+
     def active(t: float) -> int:
-        if not load.shape:
-            return load.sessions
-        return round(load.sessions * float(evaluate(load.shape, np.array([t]), start)[0]))
+        return int(per_minute[min(max(int(t // 60.0), 0), per_minute.shape[0] - 1)])
 
     return ClosedLoopSessions(
         max_sessions,
