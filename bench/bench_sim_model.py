@@ -1,5 +1,6 @@
 """Simulator speed: simulated seconds per wall second and requests per wall second.
 
+From the repository root (project installed, or PYTHONPATH=.):
     python bench/bench_sim_model.py            # all cases
     python bench/bench_sim_model.py day        # one case: instance | trace | day
 
@@ -16,17 +17,16 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from controller.config import load_config
+from simulator.baselines import BaselineSettings, run_reactive
+from simulator.fleet import Fleet, tier_models
+from simulator.instance_model import EngineConfig, build_profile
+from simulator.serving_pool import ServingPool
+from simulator.workloads.sessions import ClosedLoopSessions
+from simulator.workloads.spec import load_workload, parse_workload
+from simulator.workloads.tokens import TokenDist
 
-from controller.config import load_config  # noqa: E402
-from simulator.baselines import BaselineSettings, run_reactive  # noqa: E402
-from simulator.fleet import Fleet, tier_models  # noqa: E402
-from simulator.instance_model import EngineConfig, build_profile  # noqa: E402
-from simulator.serving_pool import ServingPool  # noqa: E402
-from simulator.workloads.sessions import ClosedLoopSessions  # noqa: E402
-from simulator.workloads.spec import load_workload, parse_workload  # noqa: E402
-from simulator.workloads.tokens import TokenDist  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TRACES = Path("/work/shared/traces")
 
