@@ -97,14 +97,12 @@ async def test_figures_and_the_queries_that_asked_for_them(prometheus: tuple[Fak
     assert (s.requests_waiting, s.requests_running, s.kv_cache_usage, s.request_rate) == (7, 180, 0.61, 63.5)
     assert first.errors == {}
     assert s.arrivals is None and second.signals.arrivals == pytest.approx(63.5 * 5)
+    sel = '{job="vllm",tier="orch"}'
     assert (
-        'histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{job="vllm",tier="orch"}[120s])))'
+        f"histogram_quantile(0.95, sum by (le) (rate(vllm:time_to_first_token_seconds_bucket{sel}[120s])))"
         in fake.queries
     )
-    assert (
-        'avg(vllm:kv_cache_usage_perc{job="vllm",tier="orch"}) or avg(vllm:gpu_cache_usage_perc{job="vllm",tier="orch"})'
-        in fake.queries
-    )
+    assert f"avg(vllm:kv_cache_usage_perc{sel}) or avg(vllm:gpu_cache_usage_perc{sel})" in fake.queries
     assert "prometheus http://127.0.0.1" in first.sources["ttft_p95_s"]
 
 

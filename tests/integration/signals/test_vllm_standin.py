@@ -144,7 +144,8 @@ def _free_port() -> int:
 def test_process_cli_drains_in_flight_requests_on_sigterm() -> None:
     port = _free_port()
     command = [sys.executable, "-m", "vllm_standin", "--host", "127.0.0.1", "--port", str(port), "--model", "m",
-               "--max-model-len", "4096", "--max-num-seqs", "8", "--speed", "1", "--metrics-generation", "old"]  # fmt: skip
+               "--max-model-len", "4096", "--max-num-seqs", "8", "--speed", "1",
+               "--metrics-generation", "old"]  # fmt: skip
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
