@@ -20,8 +20,9 @@ from rich.console import Console
 from clocks import SystemClock
 from controller.app import provider_configs
 from controller.cli.context import settings as load_settings
+from controller.cli.context import user_errors
 from controller.cli.output import EXIT_ERROR, EXIT_USAGE, Format, OutputOption, emit, fail
-from controller.config import ConfigError, FleetConfig, load_config
+from controller.config import FleetConfig, load_config
 from controller.offers import OfferCache
 from providers.base import Capacity, GpuRequest, Offer, Provider
 from providers.registry import ProviderConfig, build_provider
@@ -190,10 +191,8 @@ def offers(
     output: Format = OutputOption,
 ) -> None:
     """Offers from every provider of a tiers file: provider, GPU, count, region, $/h, availability."""
-    try:
+    with user_errors():
         fleet, _ = load_config(file)
-    except ConfigError as exc:
-        fail(str(exc), EXIT_USAGE)
     capacity = Capacity.SPOT if spot else None
     try:
         requests = requests_for(fleet, gpu, count, capacity)

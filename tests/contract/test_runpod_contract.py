@@ -12,8 +12,7 @@ from providers.registry import ProviderConfig
 from providers.runpod import RunPodProvider
 from tests.contract.suite import ContractHarness, Fault, ProviderContract
 from tests.fakes import Fault as ServerFault
-from tests.fakes import LoopbackServer
-from tests.fakes.runpod_server import RunPodFake
+from tests.fakes.runpod_server import RunPodFake, serve_runpod
 
 KEY_ENV = "SCALECTL_TEST_RUNPOD_KEY"
 _FAULTS = {
@@ -68,9 +67,8 @@ BOOTSTRAP = Bootstrap(image="vllm/vllm-openai:v0.8.5", args=("--model", "m"), en
 
 @pytest.fixture(scope="module")
 def runpod_fake() -> Iterator[tuple[RunPodFake, str]]:
-    fake = RunPodFake()
-    with LoopbackServer(fake.app()) as server:
-        yield fake, server.url
+    with serve_runpod() as served:
+        yield served
 
 
 @pytest.fixture

@@ -12,8 +12,7 @@ from providers.registry import ProviderConfig
 from providers.vastai import VastAIProvider
 from tests.contract.suite import ContractHarness, Fault, ProviderContract
 from tests.fakes import Fault as ServerFault
-from tests.fakes import LoopbackServer
-from tests.fakes.vastai_server import VastFake
+from tests.fakes.vastai_server import VastFake, serve_vast
 
 KEY_ENV = "SCALECTL_TEST_VASTAI_KEY"
 _FAULTS = {
@@ -60,9 +59,8 @@ class VastHarness(ContractHarness):
 
 @pytest.fixture(scope="module")
 def vast_fake() -> Iterator[tuple[VastFake, str]]:
-    fake = VastFake()
-    with LoopbackServer(fake.app()) as server:
-        yield fake, server.url
+    with serve_vast() as served:
+        yield served
 
 
 @pytest.fixture

@@ -14,9 +14,11 @@ interruptible pod it takes back: the pod stays, ``EXITED``, costing nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import re
 import string
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes import Fault, FaultPlan
+from tests.fakes import Fault, FaultPlan, LoopbackServer
 
 NO_CAPACITY = (
     "There are no longer any instances available with the requested specifications. Please refresh and try again."
@@ -391,3 +393,11 @@ def _gql_error(path: str, message: str) -> JSONResponse:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+@contextlib.contextmanager
+def serve_runpod(**kwargs: Any) -> Iterator[tuple[RunPodFake, str]]:
+    """A ``RunPodFake`` served on 127.0.0.1 for the ``with`` block: ``(fake, base_url)``."""
+    fake = RunPodFake(**kwargs)
+    with LoopbackServer(fake.app()) as server:
+        yield fake, server.url

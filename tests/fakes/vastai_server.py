@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from tests.fakes import Fault, FaultPlan
+from tests.fakes import Fault, FaultPlan, LoopbackServer
 
 MAX_SEARCH = 64
 PAGE = 25
@@ -317,3 +319,11 @@ def _matches(machine: dict[str, Any], query: dict[str, Any]) -> bool:
 
 def _error(status: int, code: str, msg: str) -> JSONResponse:
     return JSONResponse({"success": False, "error": code, "msg": msg}, status_code=status)
+
+
+@contextlib.contextmanager
+def serve_vast(**kwargs: Any) -> Iterator[tuple[VastFake, str]]:
+    """A ``VastFake`` served on 127.0.0.1 for the ``with`` block: ``(fake, base_url)``."""
+    fake = VastFake(**kwargs)
+    with LoopbackServer(fake.app()) as server:
+        yield fake, server.url

@@ -12,10 +12,9 @@ from typer.testing import CliRunner, Result
 
 from clocks import FakeClock
 from controller.cli.main import app
-from tests.fakes import LoopbackServer
 from tests.fakes.spheron_server import API_KEY as SPHERON_KEY
 from tests.fakes.spheron_server import FakeSpheron, start_fake_spheron
-from tests.fakes.vastai_server import VastFake
+from tests.fakes.vastai_server import VastFake, serve_vast
 
 SPHERON_ENV = "SCALECTL_TEST_OFFERS_SPHERON_KEY"
 VAST_ENV = "SCALECTL_TEST_OFFERS_VAST_KEY"
@@ -37,9 +36,8 @@ def spheron() -> Iterator[tuple[FakeSpheron, str]]:
 
 @pytest.fixture(scope="module")
 def vast() -> Iterator[tuple[VastFake, str]]:
-    fake = VastFake()
-    with LoopbackServer(fake.app()) as server:
-        yield fake, server.url
+    with serve_vast() as served:
+        yield served
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, Laun
 from providers.errors import AuthFailed, InsufficientCapacity, InvalidRequest, QuotaExceeded, RateLimited, Transient
 from providers.registry import ADAPTERS, ProviderConfig, build_provider
 from providers.runpod import RunPodProvider
-from tests.fakes import Fault, LoopbackServer
-from tests.fakes.runpod_server import RunPodFake
+from tests.fakes import Fault
+from tests.fakes.runpod_server import RunPodFake, serve_runpod
 
 KEY_ENV = "SCALECTL_TEST_RUNPOD_UNIT_KEY"
 IMAGE = Bootstrap(image="vllm/vllm-openai:v0.8.5", args=("--model", "meta-llama/Llama-3.1-8B"), env={"A": "1"})
@@ -22,9 +22,8 @@ IMAGE = Bootstrap(image="vllm/vllm-openai:v0.8.5", args=("--model", "meta-llama/
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[RunPodFake, str]]:
-    fake = RunPodFake()
-    with LoopbackServer(fake.app()) as server:
-        yield fake, server.url
+    with serve_runpod() as served:
+        yield served
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from providers.errors import (
 from providers.http import HttpFailure
 from providers.registry import ADAPTERS, ProviderConfig, build_provider
 from providers.vastai import VastAIProvider
-from tests.fakes import Fault, LoopbackServer
-from tests.fakes.vastai_server import VastFake
+from tests.fakes import Fault
+from tests.fakes.vastai_server import VastFake, serve_vast
 
 KEY_ENV = "SCALECTL_TEST_VASTAI_UNIT_KEY"
 IMAGE = Bootstrap(image="vllm/vllm-openai:v0.8.5", args=("--model", "m"), env={"A": "1"}, ports=(8000,))
@@ -33,9 +33,8 @@ OURS = {"SCALECTL_KEY": "", "SCALECTL_CAPACITY": "on-demand"}
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[VastFake, str]]:
-    fake = VastFake()
-    with LoopbackServer(fake.app()) as server:
-        yield fake, server.url
+    with serve_vast() as served:
+        yield served
 
 
 @pytest.fixture
