@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 
 from clocks import Clock
 from controller.config import TierSpec
+from controller.offers import OfferCache
 from controller.reconciler import lifecycle, placement, scale
 from controller.reconciler.decide import PolicyRunner
 from controller.signals.reading import SignalSource, TierReading
@@ -109,7 +110,7 @@ class Reconciler:
         self.bootstrap_for = bootstrap_for
         self.route_update = route_update
         self._limit = asyncio.Semaphore(max_concurrent_calls)
-        self._offers: dict[tuple[str, str, int], tuple[float, list[Offer]]] = {}
+        self.offer_cache = OfferCache(clock, ttl=OFFERS_TTL)
         self.unavailable = placement.UnavailableOffers()
         self._interruptions: dict[str, deque[float]] = defaultdict(deque)
         self._states: dict[str, tuple[PolicyState, int]] | None = None
@@ -566,29 +567,21 @@ class Reconciler:
                 return exc
 
     def _cached_offers(self, tier: TierSpec) -> list[Offer]:
+        """The last good offers of the tier's providers, however old (stale offers beat none: a
+        provider whose offers call fails this tick can still take creates)."""
         offers: list[Offer] = []
         for name in tier.providers:
-            cached = self._offers.get((name, tier.gpu, tier.gpu_count))
-            if cached is not None:
-                offers.extend(cached[1])
+            offers.extend(self.offer_cache.peek(name, tier.gpu, tier.gpu_count) or [])
         return offers
 
     async def refresh_offers(self, tiers: Mapping[str, TierSpec] | None = None) -> dict[str, str]:
-        """Fetch offers for every (provider, GPU) the tiers use, when older than the TTL."""
+        """Fetch offers for every (provider, GPU) the tiers use; the cache only asks when its TTL ran out."""
         tiers = tiers if tiers is not None else self.store.active_tiers()
-        now = self.clock.now()
-        wanted = {(p, t.gpu, t.gpu_count) for t in tiers.values() for p in t.providers if p in self.providers}
-        stale = [w for w in sorted(wanted) if now - self._offers.get(w, (-1e18, []))[0] >= OFFERS_TTL]
+        wanted = sorted({(p, t.gpu, t.gpu_count) for t in tiers.values() for p in t.providers if p in self.providers})
         results = await asyncio.gather(
-            *(self._call(self.providers[p].offers(GpuRequest(gpu=g, count=c))) for p, g, c in stale)
+            *(self._call(self.offer_cache.get(self.providers[p], GpuRequest(gpu=g, count=c))) for p, g, c in wanted)
         )
-        errors: dict[str, str] = {}
-        for want, result in zip(stale, results, strict=True):
-            if isinstance(result, BaseException):
-                errors[want[0]] = _one_line(result)
-            else:
-                self._offers[want] = (now, list(result))
-        return errors
+        return {want[0]: _one_line(r) for want, r in zip(wanted, results, strict=True) if isinstance(r, BaseException)}
 
     def _spot_backoff(self, tier: str, now: float) -> bool:
         times = self._interruptions[tier]
