@@ -110,6 +110,7 @@ class Daemon:
             self.clock,
             key_prefix=self.settings.key_prefix,
             max_concurrent_calls=self.settings.max_concurrent_provider_calls,
+            offers_ttl=self.settings.offers_ttl,
             **_optional_hooks(),
         )
         self._config_version = store.config_version()

@@ -31,6 +31,7 @@ class Settings(BaseSettings):
     http_port: int = Field(8089, ge=0, le=65535)
     config_file: Path | None = Field(None, description="tiers.yaml applied at start (else the stored config)")
     retention_days: float = Field(14.0, gt=0)
+    offers_ttl: float = Field(60.0, ge=0, description="Seconds provider offers are cached")
     max_concurrent_provider_calls: int = Field(32, ge=1)
     webhook_secret_env: str = "SCALECTL_WEBHOOK_SECRET"
     webhook_secret_file: Path | None = None

@@ -97,6 +97,7 @@ class Reconciler:
         bootstrap_for: BootstrapFor | None = None,
         route_update: RouteUpdate | None = None,
         max_concurrent_calls: int = 32,
+        offers_ttl: float = OFFERS_TTL,
     ):
         self.store = store
         self.providers = dict(providers)
@@ -110,7 +111,7 @@ class Reconciler:
         self.bootstrap_for = bootstrap_for
         self.route_update = route_update
         self._limit = asyncio.Semaphore(max_concurrent_calls)
-        self.offer_cache = OfferCache(clock, ttl=OFFERS_TTL)
+        self.offer_cache = OfferCache(clock, ttl=offers_ttl)
         self.unavailable = placement.UnavailableOffers()
         self._interruptions: dict[str, deque[float]] = defaultdict(deque)
         self._states: dict[str, tuple[PolicyState, int]] | None = None

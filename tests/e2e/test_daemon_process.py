@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.helpers import free_port, json_of, scalectl, start_daemon
+from tests.e2e.helpers import daemon_log, free_port, json_of, scalectl, start_daemon
 
 pytestmark = pytest.mark.e2e
 
@@ -140,7 +140,7 @@ def test_sigterm_stops_cleanly_after_the_tick_in_progress(tmp_path: Path) -> Non
         assert {t["tier"] for t in status["tiers"]} == {"orchestrator", "research", "support-daytime"}
         daemon.send_signal(signal.SIGTERM)
         code = daemon.wait(timeout=30)
-        _, err = daemon.communicate(timeout=5)
+        err = daemon_log(tmp_path).read_text()
     finally:
         if daemon.poll() is None:
             daemon.kill()

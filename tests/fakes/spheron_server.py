@@ -191,8 +191,10 @@ class FakeSpheron:
         paginate_deployments: bool = False,
         hang_seconds: float = 0.5,
         extra_fields: bool = False,
+        ip_address: str | None = None,  # every deployment's IP (e.g. 127.0.0.1 in front of a stand-in)
     ):
         self.clock = clock
+        self.ip_address = ip_address
         self.api_key = api_key
         self.minimum_runtime_minutes = minimum_runtime_minutes
         self.paginate_deployments = paginate_deployments
@@ -327,7 +329,8 @@ class FakeSpheron:
             "region": region,
             "instanceType": instance_type,
             "sshKeyId": SSH_KEY_ID,
-            "ipAddress": f"203.0.113.{int(did[-3:]) % 250 + 1}",  # set while still deploying, as measured
+            "ipAddress": self.ip_address
+            or f"203.0.113.{int(did[-3:]) % 250 + 1}",  # set while still deploying, as measured
             "user": "ubuntu",
             "status": "deploying",
             "startedAt": self._iso(),

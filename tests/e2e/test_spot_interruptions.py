@@ -1,0 +1,151 @@
+"""The daemon as a process running a spot tier on the Spheron adapter against a local server that speaks
+Spheron's API: a preempted instance is replaced in the same tick; when spot capacity is gone the tier
+falls back to on-demand, and hands back to spot when it returns. Instance addresses point at a local vLLM
+stand-in, so readiness and drain checks run for real — on loopback only."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+from clocks import SystemClock
+from tests.e2e.helpers import start_daemon
+from tests.fakes.spheron_server import API_KEY, FakeSpheron, start_fake_spheron
+from vllm_standin.server import run_in_thread
+
+pytestmark = pytest.mark.e2e
+SPOT_OFFER = "sai-h100-sxm5-spot"
+LIVE = ("pending", "provisioning", "bootstrapping", "ready")
+
+
+@pytest.fixture
+def cloud() -> Iterator[tuple[FakeSpheron, str, int]]:
+    standins = run_in_thread()
+    port = urlparse(standins.url).port
+    assert port is not None
+    fake, server = start_fake_spheron(SystemClock(), minimum_runtime_minutes=0, ip_address="127.0.0.1")
+    stop = threading.Event()
+
+    def boot() -> None:  # machines finish deploying a moment after they are created
+        while not stop.wait(0.2):
+            with fake.lock:
+                for d in fake.deployments.values():
+                    if d["status"] == "deploying":
+                        d["status"] = "running"
+
+    booter = threading.Thread(target=boot, daemon=True)
+    booter.start()
+    try:
+        yield fake, server.url, port
+    finally:
+        stop.set()
+        booter.join(timeout=5)
+        server.stop()
+        standins.stop()
+
+
+def tiers_yaml(url: str, port: int) -> str:
+    return f"""
+tiers:
+  batch:
+    capacity: spot
+    fallback: on-demand
+    gpu: H100-SXM5-80GB
+    providers: [spheron]
+    min: 3
+    max: 3
+    drain_timeout: 5s
+    policy: {{kind: min-floor, floor: 3}}
+providers:
+  spheron:
+    type: spheron
+    base_url: {url}
+    options: {{ssh_key_id: sshkey-1, team_id: team-1, server_port: {port}}}
+"""
+
+
+def rows(data: Path) -> list[dict[str, Any]]:
+    with sqlite3.connect(data / "scalectl.db") as db:
+        db.row_factory = sqlite3.Row
+        return [dict(r) for r in db.execute("SELECT * FROM instances ORDER BY created_at")]
+
+
+def wait_for(what: str, check: Callable[[], bool], seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except sqlite3.Error:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for: {what}")
+
+
+def live(data: Path, capacity: str | None = None) -> list[dict[str, Any]]:
+    return [r for r in rows(data) if r["state"] in LIVE and (capacity is None or r["capacity"] == capacity)]
+
+
+def test_preemptions_are_replaced_at_once_with_fallback_and_hand_back(
+    tmp_path: Path, cloud: tuple[FakeSpheron, str, int]
+) -> None:
+    fake, url, port = cloud
+    config = tmp_path / "tiers.yaml"
+    config.write_text(tiers_yaml(url, port))
+    daemon = start_daemon(
+        tmp_path,
+        "--config",
+        str(config),
+        "--port",
+        "0",
+        SCALECTL_SPHERON_API_KEY=API_KEY,
+        SCALECTL_TICK_INTERVAL="1",
+        SCALECTL_OFFERS_TTL="1",
+    )
+    try:
+        wait_for("3 spot instances ready", lambda: sum(r["state"] == "ready" for r in live(tmp_path, "spot")) == 3)
+
+        # 1. A preemption (Spheron shows it as terminated-provider): replaced in the same tick.
+        victim = live(tmp_path)[0]
+        fake.preempt(victim["provider_id"])
+        wait_for(
+            "the preempted instance closed",
+            lambda: any(r["key"] == victim["key"] and r["state"] == "terminated" for r in rows(tmp_path)),
+        )
+        ended = next(r for r in rows(tmp_path) if r["key"] == victim["key"])
+        assert ended["interrupted"] and ended["cost"] > 0
+        replacement = [r for r in rows(tmp_path) if r["created_at"] >= ended["ended_at"] and r["key"] != victim["key"]]
+        assert replacement and min(r["created_at"] for r in replacement) == ended["ended_at"]  # the same tick
+        assert len(live(tmp_path)) == 3
+
+        # 2. Spot capacity is gone and another instance is preempted: on-demand takes over.
+        fake.set_available(SPOT_OFFER, False)
+        time.sleep(2.5)  # the offers cache (1 s TTL) sees it
+        victim2 = next(r for r in live(tmp_path, "spot") if r["state"] == "ready")
+        fake.preempt(victim2["provider_id"])
+        wait_for("an on-demand fallback instance", lambda: len(live(tmp_path, "on-demand")) == 1)
+        assert len(live(tmp_path)) == 3
+
+        # 3. Spot comes back (and is cheaper): the fallback is replaced by spot, make-before-break.
+        fake.set_available(SPOT_OFFER, True)
+        wait_for("back on spot only", lambda: len(live(tmp_path, "on-demand")) == 0 and len(live(tmp_path)) == 3)
+        fallback = next(r for r in rows(tmp_path) if r["capacity"] == "on-demand")
+        assert fallback["state"] == "terminated" and not fallback["interrupted"]
+        assert max(len(fake.live()), 0) <= 4  # never more than max + one surge at the provider
+    finally:
+        daemon.terminate()
+        try:
+            daemon.wait(timeout=30)
+        finally:
+            if daemon.poll() is None:
+                daemon.kill()
+    # Every machine the provider still runs is one the store tracks as live: nothing untracked.
+    tracked = {r["provider_id"] for r in live(tmp_path)}
+    assert {d["id"] for d in fake.live() if d["name"].startswith("sc-")} <= tracked
