@@ -258,8 +258,6 @@ def _is_bundled(store: Store) -> bool:
 
 
 def _webhook_handler(daemon: Daemon) -> Any:
-    try:
-        from controller.webhooks.http import make_handler  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return None
+    from controller.webhooks.http import make_handler
+
     return make_handler(daemon)
