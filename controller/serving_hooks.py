@@ -36,6 +36,7 @@ from controller.signals.vllm_scraper import VllmScraper
 from controller.store.models import InstanceRecord
 from providers.base import Bootstrap, Offer
 from sizing.errors import SizingError
+from sizing.gpus import UnknownGpu
 from sizing.server import ServerDescription
 from sizing.vllm_args import SEQS_PER_TARGET
 
@@ -63,7 +64,7 @@ def describe_server(tier: TierSpec) -> tuple[ServerDescription, str | None]:
     GPU), plain arguments from the ``serving:`` block and the reason tuning failed."""
     try:
         return describe_tier_server(tier), None
-    except SizingError as exc:
+    except (SizingError, UnknownGpu) as exc:
         serving = tier.serving
         args = [
             "--host",

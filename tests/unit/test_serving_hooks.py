@@ -149,6 +149,12 @@ def test_a_model_the_catalogue_lacks_launches_with_plain_arguments(
     assert len(warnings) == 1 and "custom" in warnings[0]  # said once per tier spec, not per launch
 
 
+def test_an_unknown_gpu_launches_with_plain_arguments_too(fleet: FleetConfig) -> None:
+    tier = fleet.tiers["chat"].model_copy(update={"gpu": "Z9000-11GB"})
+    boot = _hooks(fleet).bootstrap_for("chat", tier, _offer("local"))
+    assert boot.args == ("--model", MODEL, "--max-model-len", "2048", "--max-num-seqs", "100")
+
+
 def test_extra_args_override_what_readiness_expects(fleet: FleetConfig) -> None:
     tier = fleet.tiers["chat"]
     serving = tier.serving.model_copy(update={"extra_args": ("--max-model-len", "1024")})
