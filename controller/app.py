@@ -32,7 +32,7 @@ def provider_configs(fleet: FleetConfig, settings: Settings) -> dict[str, Provid
     """Every provider the tiers name: configured blocks, plus the implicit ones (simulated, local)."""
     configs: dict[str, ProviderConfig] = {}
     for name, entry in fleet.providers.items():
-        options = dict(entry.options)
+        options: dict[str, Any] = dict(entry.options)
         if entry.type == "simulated":  # a simulated cloud outlives the daemon, like a real one
             options.setdefault("state_path", str(settings.data_dir / f"simulated-cloud-{name}.json"))
         configs[name] = ProviderConfig(
@@ -46,12 +46,12 @@ def provider_configs(fleet: FleetConfig, settings: Settings) -> dict[str, Provid
     for tier in fleet.tiers.values():
         for name in tier.providers:
             if name not in configs and name in IMPLICIT_PROVIDERS:
-                options: dict[str, Any] = {}
+                implicit: dict[str, Any] = {}
                 if name == "simulated":
-                    options["state_path"] = str(settings.data_dir / "simulated-cloud.json")
+                    implicit["state_path"] = str(settings.data_dir / "simulated-cloud.json")
                 elif name == "local":
-                    options["state_dir"] = str(settings.data_dir / "local-instances")
-                configs[name] = ProviderConfig(name=name, type=name, options=options)
+                    implicit["state_dir"] = str(settings.data_dir / "local-instances")
+                configs[name] = ProviderConfig(name=name, type=name, options=implicit)
     return configs
 
 

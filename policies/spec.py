@@ -14,11 +14,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-class MinFloorPolicy(_Strict):
-    """User-facing tiers: a warm floor, scale out on queue per instance or TTFT p95, slow scale-in."""
+class ReactiveRules(_Strict):
+    """The min-floor rules without a floor of their own (the tier's ``min`` is the floor). They are the
+    reactive part of the predictive policy, and the body of the min-floor policy."""
 
-    kind: Literal["min-floor"]
-    floor: int = Field(1, ge=0)
     queue_per_instance: float = Field(10, gt=0)
     scale_out_after: Duration = 60.0
     scale_in_after: Duration = 300.0
@@ -28,6 +27,13 @@ class MinFloorPolicy(_Strict):
     # When set, scale-in keeps enough instances for the work in flight; when not, scale-in steps down.
     in_flight_per_instance: float | None = Field(None, gt=0)
     scale_in_step: int | None = Field(None, ge=1)  # most instances removed at once (None: 1, or any with the above)
+
+
+class MinFloorPolicy(ReactiveRules):
+    """User-facing tiers: a warm floor, scale out on queue per instance or TTFT p95, slow scale-in."""
+
+    kind: Literal["min-floor"]
+    floor: int = Field(1, ge=0)
 
 
 class ScaleToZeroPolicy(_Strict):
@@ -37,20 +43,6 @@ class ScaleToZeroPolicy(_Strict):
     queue_per_instance: float = Field(20, gt=0)
     activate_after: Duration = 30.0
     idle_after: Duration = 300.0
-
-
-class ReactiveRules(_Strict):
-    """The min-floor rules without a floor of their own (the tier's ``min`` is the floor)."""
-
-    queue_per_instance: float = Field(10, gt=0)
-    scale_out_after: Duration = 60.0
-    scale_in_after: Duration = 300.0
-    cooldown: Duration = 300.0
-    ttft_p95_max: Duration | None = None
-    # Concurrent requests one instance serves within the latency target (e.g. from `scalectl plan`).
-    # When set, scale-in keeps enough instances for the work in flight; when not, scale-in steps down.
-    in_flight_per_instance: float | None = Field(None, gt=0)
-    scale_in_step: int | None = Field(None, ge=1)  # most instances removed at once (None: 1, or any with the above)
 
 
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")

@@ -1,17 +1,23 @@
-"""Shared HTTP plumbing for cloud adapters: one httpx client, an error-mapping hook, bounded retries.
+"""Shared HTTP plumbing for the REST adapters: one httpx client, one retry policy, errors mapped by a hook.
 
-An adapter gives a base URL, auth headers and a function that turns a failed response into one of
-the taxonomy's errors; ``ApiClient`` does the rest. Retries run only for retryable errors (5xx,
-timeouts, 429), are bounded, use jittered exponential backoff and honour a provider's retry-after,
-capped. All waiting goes through the injected clock, so tests never sleep for real.
+An adapter gives a base URL, its API key source, and a function that turns a failed response
+(``HttpFailure``) into one of the taxonomy's errors; ``ApiClient`` does the rest. Only transient
+failures and rate limits are retried, a bounded number of times, with jittered exponential backoff;
+a wait the provider asks for (``Retry-After`` or the ``RateLimit`` headers) is honoured up to a cap.
+All waiting goes through the injected clock, so tests never sleep for real.
 
-Logs carry method, path and status only: never headers (the credential rides in them) or bodies.
+Secrets stay out of everything this module emits: the key travels in a header only (never a URL),
+log lines carry method, path and status, and response text that echoes the key is redacted before
+anyone (error mapper, exception, log) sees it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
+import json as jsonlib
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,7 +26,7 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from clocks import Clock
-from providers.errors import AuthFailed, ProviderError, RateLimited, Transient
+from providers.errors import AuthFailed, InstanceNotFound, InvalidRequest, ProviderError, RateLimited, Transient
 from providers.registry import ProviderConfig
 from providers.secrets import MissingCredential, Secret, load_secret
 
@@ -28,22 +34,122 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# (response, parsed body: JSON value, text, or None) -> the taxonomy error to raise
-ErrorMapper = Callable[[httpx.Response, Any], ProviderError]
-
 
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """How hard to try. ``max_attempts`` counts the first try; waits are capped at ``max_wait``."""
+    """How hard to try. ``max_attempts`` counts the first try.
+
+    Only ``retry_on`` is retried in-call. ``DeleteDeferred`` is retryable too, but its wait is minutes:
+    the caller retries it on a later tick instead of holding a request open.
+    """
 
     max_attempts: int = 4
-    base_wait: float = 0.5
-    max_wait: float = 30.0
+    base_wait: float = 0.5  # the jittered exponential backoff starts here...
+    max_wait: float = 8.0  # ...and never waits longer than this
+    max_retry_after: float = 60.0  # a wait the provider asks for is honoured up to this
     retry_on: tuple[type[ProviderError], ...] = (Transient, RateLimited)
 
     @property
     def max_retries(self) -> int:
         return self.max_attempts - 1
+
+
+@dataclass(frozen=True, slots=True)
+class HttpFailure:
+    """A response that was not a success, as an adapter's error mapper sees it (text already redacted).
+
+    ``path`` is the request path as the adapter passed it (relative to the base URL).
+    """
+
+    method: str
+    path: str
+    status: int
+    body: Any  # decoded JSON when the body was JSON, else the text
+    retry_after: float | None  # from the response headers, when they said
+
+    @property
+    def where(self) -> str:
+        return f"{self.method} {self.path}"
+
+    def message(self, *keys: str) -> str:
+        """The provider's own error text: the first of ``keys`` present in a JSON body, else the raw text."""
+        if isinstance(self.body, Mapping):
+            for key in keys:
+                value = self.body.get(key)
+                if isinstance(value, str) and value.strip():
+                    return value.strip()
+                if isinstance(value, list) and value:
+                    return "; ".join(str(v) for v in value)
+            return ""
+        return str(self.body or "").strip()[:300]
+
+
+ErrorMapper = Callable[[HttpFailure], ProviderError]
+
+
+def shared_status(status: int) -> bool:
+    """Statuses every HTTP API means the same way (401/403, 429, 408/425, 5xx): no body needed to map them."""
+    return status in (401, 403, 408, 425, 429) or status >= 500
+
+
+def classify_status(
+    failure: HttpFailure,
+    provider: str,
+    message: str,
+    *,
+    credential_hint: str = "",
+    rate_limit_wait: float | None = None,
+) -> ProviderError:
+    """The taxonomy by HTTP status alone; adapters call it around their body-specific checks.
+
+    ``credential_hint`` says where the key comes from (``ApiKey.hint``); ``rate_limit_wait`` is what
+    a 429 reports when its headers name no wait (a body field, or the provider's documented spacing).
+    """
+    status = failure.status
+    detail = f"{failure.where}: HTTP {status}" + (f": {message}" if message else "")
+    if status in (401, 403):
+        hint = f" (check {credential_hint})" if credential_hint else ""
+        return AuthFailed(f"{failure.where}: credentials refused (HTTP {status}){hint}", provider=provider)
+    if status == 429:
+        wait = failure.retry_after if failure.retry_after is not None else rate_limit_wait
+        return RateLimited(detail, provider=provider, retry_after=wait)
+    if shared_status(status):
+        return Transient(detail, provider=provider, retry_after=failure.retry_after)
+    if status == 404:
+        return InstanceNotFound(detail, provider=provider)
+    return InvalidRequest(detail, provider=provider)
+
+
+_RATELIMIT_RESET = re.compile(r"(?:^|[;,\s])(?:reset|t)\s*=\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
+
+
+def retry_after_from(headers: Mapping[str, str], now: float) -> float | None:
+    """Seconds to wait, from ``Retry-After`` (seconds or HTTP date) or the IETF ``RateLimit`` headers.
+
+    ``now`` (epoch seconds, from the injected clock) turns an HTTP date into a delay. None when no
+    header says, or when what it says cannot be read: the backoff takes over then.
+    """
+    value = (headers.get("retry-after") or "").strip()
+    if value:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            try:
+                return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now)
+            except (TypeError, ValueError):
+                pass
+    reset = (headers.get("ratelimit-reset") or "").strip()
+    if reset:
+        try:
+            return max(0.0, float(reset))
+        except ValueError:
+            pass
+    combined = headers.get("ratelimit")  # draft-ietf-httpapi-ratelimit-headers: 'limit=10, remaining=0, reset=5'
+    if combined:
+        found = _RATELIMIT_RESET.search(combined)
+        if found:
+            return float(found.group(1))
+    return None
 
 
 class Pacer:
@@ -68,50 +174,87 @@ class Pacer:
         self._last = self._clock.monotonic()
 
 
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds form); None when absent or unparseable."""
-    if not value:
-        return None
-    try:
-        seconds = float(value.strip())
-    except ValueError:
-        return None  # HTTP-date form: not worth a wall-clock read here; the backoff takes over
-    return max(0.0, seconds)
+def default_key_env(provider_type: str) -> str:
+    return f"SCALECTL_{provider_type.upper()}_API_KEY"
+
+
+class ApiKey:
+    """Where one provider account's API key comes from: ``api_key_file``, else the environment variable
+    ``api_key_env`` (default ``SCALECTL_<TYPE>_API_KEY``). Read on first ``load()``, then kept.
+
+    An adapter that calls ``load()`` in its constructor fails at build time; one that leaves it to the
+    first request fails there. Either way a missing key is ``AuthFailed`` naming where to put it.
+    """
+
+    def __init__(self, config: ProviderConfig):
+        self.provider = config.name
+        self.env = config.api_key_env or default_key_env(config.type)
+        self.file = config.api_key_file
+        self._secret: Secret | None = None
+
+    @property
+    def hint(self) -> str:
+        """Where the key is read from, for error messages (never the value)."""
+        return f"the key file {self.file}" if self.file else f"the environment variable {self.env}"
+
+    def load(self) -> Secret:
+        if self._secret is None:
+            try:
+                self._secret = load_secret(env=self.env, file=self.file)
+            except MissingCredential as exc:
+                raise AuthFailed(str(exc), provider=self.provider) from None
+        return self._secret
+
+    def redact(self, text: str) -> str:
+        secret = self._secret.reveal() if self._secret else ""
+        return text.replace(secret, "***") if secret else text
+
+    def __repr__(self) -> str:
+        return f"ApiKey(provider={self.provider!r}, from={self.hint!r})"
+
+
+def bearer(secret: Secret) -> Mapping[str, str]:
+    return {"Authorization": f"Bearer {secret.reveal()}"}
 
 
 class ApiClient:
-    """One ``httpx.AsyncClient`` per provider instance, with error mapping and a retry policy."""
+    """One ``httpx.AsyncClient`` for one provider account, with retries, pacing and error mapping."""
 
     def __init__(
         self,
         *,
         provider: str,
         base_url: str,
-        headers: Mapping[str, str],
-        clock: Clock,
+        key: ApiKey,
         map_error: ErrorMapper,
-        timeout: float = 30.0,
+        clock: Clock,
+        auth_headers: Callable[[Secret], Mapping[str, str]] = bearer,
         retry: RetryPolicy | None = None,
+        timeout: float = 30.0,
         pacer: Pacer | None = None,
-        auth: httpx.Auth | None = None,
-    ):
+        user_agent: str = "scalectl",
+    ) -> None:
         self.provider = provider
         self.clock = clock
         self.retry = retry or RetryPolicy()
+        self._key = key
+        self._auth_headers = auth_headers
         self._map_error = map_error
         self._pacer = pacer
         self._pace_lock = asyncio.Lock()
+        self._jitter = wait_random_exponential(multiplier=self.retry.base_wait, max=self.retry.max_wait)
         self._client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
-            headers={"Accept": "application/json", "User-Agent": "scalectl", **headers},
+            headers={"Accept": "application/json", "User-Agent": user_agent},
             timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-            auth=auth,
+            # httpx drops the Authorization header on a redirect to another origin, so following is safe.
             follow_redirects=True,
         )
 
     def __repr__(self) -> str:
         return f"ApiClient(provider={self.provider!r}, base_url={str(self._client.base_url)!r})"
 
+    # ---- the two entry points --------------------------------------------------------------------
     async def request(
         self,
         method: str,
@@ -122,16 +265,20 @@ class ApiClient:
         retry: bool = True,
         pacer: Pacer | None = None,
     ) -> Any:
-        """Send a request and return its parsed JSON body (None when empty). Raises ProviderError.
+        """Send a request and return its decoded JSON body (None when empty). Raises ProviderError.
 
-        ``pacer`` adds a per-operation rate (e.g. launches) on top of the client-wide one.
+        ``retry=False`` for a step of a larger retried unit (see ``retrying``). ``pacer`` adds a
+        per-operation rate (e.g. launches) on top of the client-wide one.
         """
-        if not retry:
-            return await self.send_once(method, path, params=params, json=json, pacer=pacer)
-        return await self.retrying(lambda: self.send_once(method, path, params=params, json=json, pacer=pacer))
+
+        async def once() -> Any:
+            return await self._send(method, path, params=params, json=json, pacer=pacer)
+
+        return await self.retrying(once) if retry else await once()
 
     async def retrying(self, attempt: Callable[[], Awaitable[T]]) -> T:
-        """Run ``attempt`` under the retry policy (also for composite operations like lookup-then-create)."""
+        """Run ``attempt`` under the retry policy; use it for composite steps like look-up-then-create,
+        so that after a lost response the look-up runs again before any second create."""
         policy = self.retry
         retrier = AsyncRetrying(
             stop=stop_after_attempt(policy.max_attempts),
@@ -145,34 +292,47 @@ class ApiClient:
                 return await attempt()
         raise AssertionError("unreachable: tenacity either returns or re-raises")  # pragma: no cover
 
+    def redact(self, text: str) -> str:
+        """``text`` with the API key blanked out, for provider text that may echo it."""
+        return self._key.redact(text)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    # ---- internals -------------------------------------------------------------------------------
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
-        if isinstance(exc, ProviderError) and exc.retry_after is not None:
-            return min(exc.retry_after, self.retry.max_wait)  # the provider said when; capped
-        backoff = wait_random_exponential(multiplier=self.retry.base_wait, max=self.retry.max_wait)
-        return float(backoff(state))
+        if isinstance(exc, ProviderError) and exc.retry_after is not None and exc.retry_after >= 0:
+            return min(exc.retry_after, self.retry.max_retry_after)  # the provider said when; capped
+        return float(self._jitter(state))
 
-    async def send_once(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, Any] | None = None,
-        json: Any = None,
-        pacer: Pacer | None = None,
+    async def _send(
+        self, method: str, path: str, *, params: Mapping[str, Any] | None, json: Any, pacer: Pacer | None
     ) -> Any:
+        headers = dict(self._auth_headers(self._key.load()))  # a missing key fails here, before any call
         await self._pace([p for p in (self._pacer, pacer) if p is not None])
         try:
-            response = await self._client.request(method, path, params=params, json=json)
+            response = await self._client.request(method, path, params=params, json=json, headers=headers)
         except httpx.TimeoutException as exc:
+            log.warning("%s %s %s: timed out", self.provider, method, path)
             raise Transient(f"{method} {path}: timed out ({type(exc).__name__})", provider=self.provider) from None
         except httpx.TransportError as exc:
+            log.warning("%s %s %s: %s", self.provider, method, path, type(exc).__name__)
             raise Transient(f"{method} {path}: {type(exc).__name__}", provider=self.provider) from None
         log.debug("%s %s %s -> %s", self.provider, method, path, response.status_code)
-        body = _parse_body(response)
+        body = _decode(self.redact(response.text))
         if response.is_success:
             return body
-        raise self._map_error(response, body)
+        failure = HttpFailure(
+            method=method,
+            path=path,
+            status=response.status_code,
+            body=body,
+            retry_after=retry_after_from(response.headers, self.clock.now()),
+        )
+        error = self._map_error(failure)
+        log.info("%s %s %s -> HTTP %s (%s)", self.provider, method, path, failure.status, type(error).__name__)
+        raise error
 
     async def _pace(self, pacers: list[Pacer]) -> None:
         """Wait until every pacer allows a call, then mark them all: the request goes out now."""
@@ -186,49 +346,11 @@ class ApiClient:
             for pacer in pacers:
                 pacer.mark()
 
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
-
-def _parse_body(response: httpx.Response) -> Any:
-    if not response.content:
+def _decode(text: str) -> Any:
+    if not text:
         return None
     try:
-        return response.json()
+        return jsonlib.loads(text)
     except ValueError:
-        return response.text[:500]
-
-
-def default_status_error(
-    response: httpx.Response, message: str, *, provider: str, credential_hint: str, retry_after: float | None = None
-) -> ProviderError | None:
-    """The mapping every HTTP API shares: 401/403, 429 and 5xx. None means "the adapter decides"."""
-    status = response.status_code
-    where = f"{response.request.method} {response.request.url.path}"
-    if status in (401, 403):
-        return AuthFailed(f"{where}: credentials rejected (HTTP {status}); {credential_hint}", provider=provider)
-    if status == 429:
-        wait = parse_retry_after(response.headers.get("Retry-After"))
-        wait = wait if wait is not None else retry_after
-        return RateLimited(f"{where}: rate limited: {message}", provider=provider, retry_after=wait)
-    if status >= 500:
-        return Transient(f"{where}: HTTP {status}: {message}", provider=provider)
-    return None
-
-
-def default_key_env(provider_type: str) -> str:
-    return f"SCALECTL_{provider_type.upper()}_API_KEY"
-
-
-def load_api_key(config: ProviderConfig) -> tuple[Secret, str]:
-    """The API key and a hint naming where it came from (for error messages; never the value).
-
-    Missing credentials raise AuthFailed naming the environment variable or file to set.
-    """
-    env = config.api_key_env or default_key_env(config.type)
-    where = f"the key file {config.api_key_file}" if config.api_key_file else f"the environment variable {env}"
-    try:
-        secret = load_secret(env=env, file=config.api_key_file, what=f"provider {config.name!r} API key")
-    except MissingCredential as exc:
-        raise AuthFailed(str(exc), provider=config.name) from None
-    return secret, f"check {where}"
+        return text

@@ -16,8 +16,6 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any
 
-import httpx
-
 from clocks import Clock
 from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer, ProviderInstance
 from providers.errors import (
@@ -28,7 +26,7 @@ from providers.errors import (
     ProviderError,
     QuotaExceeded,
 )
-from providers.http import ApiClient, Pacer, RetryPolicy, default_status_error, load_api_key
+from providers.http import ApiClient, ApiKey, HttpFailure, Pacer, RetryPolicy, classify_status, shared_status
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import key_from_name, validate_key
@@ -136,16 +134,21 @@ class LambdaProvider:
         self.name = config.name
         self.clock = clock
         self.options = LambdaOptions.from_mapping(dict(config.options))
-        self._secret, self._credential_hint = load_api_key(config)
+        self._key = ApiKey(config)
+        self._key.load()  # a missing key fails the build, naming where to put it
         self._launch_pacer = Pacer(clock, self.options.launch_interval)
         self.api = ApiClient(
             provider=self.name,
             base_url=config.base_url or DEFAULT_BASE_URL,
-            headers={"Authorization": f"Bearer {self._secret.reveal()}"},
+            key=self._key,
             clock=clock,
             map_error=self._map_error,
             timeout=self.options.timeout,
-            retry=RetryPolicy(max_attempts=self.options.max_attempts, max_wait=self.options.max_wait),
+            retry=RetryPolicy(
+                max_attempts=self.options.max_attempts,
+                max_wait=self.options.max_wait,
+                max_retry_after=self.options.max_wait,
+            ),
             pacer=Pacer(clock, self.options.request_interval) if self.options.request_interval > 0 else None,
         )
 
@@ -312,12 +315,11 @@ class LambdaProvider:
             address=f"{ip}:{self.options.server_port}" if ip and status is InstanceStatus.RUNNING else None,
         )
 
-    def _map_error(self, response: httpx.Response, body: Any) -> ProviderError:
-        code, message = _error_fields(body)
-        where = f"{response.request.method} {response.request.url.path}"
-        text = f"{where}: {code + ': ' if code else ''}{message}"
+    def _map_error(self, failure: HttpFailure) -> ProviderError:
+        code, message = _error_fields(failure.body)
+        text = f"{failure.where}: {code + ': ' if code else ''}{message}"
         if code == "global/invalid-api-key" or code == "global/account-inactive":
-            return AuthFailed(f"{text}; {self._credential_hint}", provider=self.name)
+            return AuthFailed(f"{text}; check {self._key.hint}", provider=self.name)
         if code == "global/object-does-not-exist":
             return InstanceNotFound(text, provider=self.name)
         if code == "instance-operations/launch/insufficient-capacity":
@@ -325,13 +327,8 @@ class LambdaProvider:
         if "quota" in code:
             return QuotaExceeded(text, provider=self.name)
         # Lambda sends no Retry-After; its documented spacing is the honest hint.
-        is_launch = response.request.url.path.endswith(LAUNCH_PATH)
+        is_launch = failure.path.endswith(LAUNCH_PATH)
         hint = (self.options.launch_interval or LAUNCH_INTERVAL) if is_launch else REQUEST_INTERVAL
-        common = default_status_error(
-            response, message, provider=self.name, credential_hint=self._credential_hint, retry_after=hint
-        )
-        if common is not None:
-            return common
-        if response.status_code == 404:
-            return InstanceNotFound(text, provider=self.name)
-        return InvalidRequest(f"{text} (HTTP {response.status_code})", provider=self.name)
+        if shared_status(failure.status) or failure.status == 404:
+            return classify_status(failure, self.name, message, credential_hint=self._key.hint, rate_limit_wait=hint)
+        return InvalidRequest(f"{text} (HTTP {failure.status})", provider=self.name)

@@ -35,7 +35,7 @@ from providers.errors import (
     RateLimited,
     Transient,
 )
-from providers.http_rv import ApiClient, HttpFailure, RetryPolicy, bearer, classify_status, credential_env
+from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import validate_key
@@ -137,17 +137,15 @@ class RunPodProvider:
     def __init__(self, config: ProviderConfig, clock: Clock) -> None:
         self.name = config.name
         self.options = RunPodOptions.from_mapping(config.options)
-        self._env = credential_env(config.api_key_env, config.type)
+        self._key = ApiKey(config)  # read on the first request
         self._data_centers: tuple[str, ...] | None = None
         self._http = ApiClient(
             provider=self.name,
             base_url=config.base_url or DEFAULT_BASE_URL,
-            credential_env=self._env,
-            credential_file=config.api_key_file,
-            auth_headers=bearer,
+            key=self._key,
             map_error=self._map_error,
             clock=clock,
-            retry=RetryPolicy(attempts=self.options.attempts, max_retry_after=self.options.max_retry_after),
+            retry=RetryPolicy(max_attempts=self.options.attempts, max_retry_after=self.options.max_retry_after),
             timeout=self.options.timeout,
         )
 
@@ -205,9 +203,7 @@ class RunPodProvider:
         else:
 
             async def launch() -> Any:
-                return await self._http.request(
-                    "POST", PODS, json_body=self._pod_body(spec, gpu_id, image), retry=False
-                )
+                return await self._http.request("POST", PODS, json=self._pod_body(spec, gpu_id, image), retry=False)
 
         async def find_or_launch() -> ProviderInstance:
             # Looked up again before every attempt: a create that timed out may have landed. The lookup is a
@@ -217,7 +213,7 @@ class RunPodProvider:
                 return existing
             return self._view(await launch(), capacity=spec.capacity)
 
-        return await self._http.call(find_or_launch)
+        return await self._http.retrying(find_or_launch)
 
     async def get(self, provider_id: str) -> ProviderInstance:
         return self._view(await self._http.request("GET", f"{PODS}/{provider_id}"))
@@ -300,7 +296,7 @@ class RunPodProvider:
     async def _graphql(self, query: str, variables: Mapping[str, Any], *, retry: bool = True) -> dict[str, Any]:
         async def once() -> dict[str, Any]:
             body = await self._http.request(
-                "POST", GRAPHQL, json_body={"query": query, "variables": dict(variables)}, retry=False
+                "POST", GRAPHQL, json={"query": query, "variables": dict(variables)}, retry=False
             )
             if not isinstance(body, Mapping):
                 raise Transient("GraphQL answered without a JSON object", provider=self.name)
@@ -310,7 +306,7 @@ class RunPodProvider:
             data = body.get("data")
             return dict(data) if isinstance(data, Mapping) else {}
 
-        return await self._http.call(once) if retry else await once()
+        return await self._http.retrying(once) if retry else await once()
 
     async def _regions(self, wanted: tuple[str, ...]) -> builtins.list[str]:
         if not wanted:
@@ -426,7 +422,7 @@ class RunPodProvider:
             return InsufficientCapacity(f"{failure.method} {failure.path}: {message}", provider=self.name)
         if failure.status in (400, 402, 403) and any(t in lowered for t in _QUOTA):
             return QuotaExceeded(f"{failure.method} {failure.path}: {message}", provider=self.name)
-        return classify_status(failure, self.name, message, credential_hint=f"the key in {self._env}")
+        return classify_status(failure, self.name, message, credential_hint=self._key.hint)
 
     def _graphql_error(self, errors: Any, *, status: int = 200) -> ProviderError:
         messages = [str(e.get("message", "")) for e in _list(errors) if isinstance(e, Mapping)] or [str(errors)]
@@ -435,7 +431,7 @@ class RunPodProvider:
         if any(t in lowered for t in _NO_CAPACITY):
             return InsufficientCapacity(text, provider=self.name)
         if any(t in lowered for t in _AUTH) or status in (401, 403):
-            return AuthFailed(f"GraphQL refused the credentials (check the key in {self._env})", provider=self.name)
+            return AuthFailed(f"GraphQL refused the credentials (check {self._key.hint})", provider=self.name)
         if any(t in lowered for t in _QUOTA):
             return QuotaExceeded(text, provider=self.name)
         if any(t in lowered for t in _RATE) or status == 429:

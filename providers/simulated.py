@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import heapq
 import json
 import os
 import random
@@ -93,6 +94,8 @@ class SimulatedCloud:
         self._faults: list[tuple[str, ProviderError]] = []  # (method, error) raised in order
         self._billed_ended = 0.0
         self._next = 0
+        self._pool_counts: Counter[str] = Counter()  # live machines per pool (capacity limits)
+        self._due: list[tuple[float, str]] = []  # heap of (when, provider_id): boots end, preemptions land
         self._load()
 
     # ---- test and simulator controls -------------------------------------------------------------
@@ -118,6 +121,7 @@ class SimulatedCloud:
         now = self.clock.now()
         inst.notice_at = now
         inst.preempt_at = now + (notice or 0.0)
+        heapq.heappush(self._due, (inst.preempt_at, provider_id))
         self._save()
 
     def set_raw_status(self, provider_id: str, raw: str) -> None:
@@ -129,8 +133,8 @@ class SimulatedCloud:
         offer: Offer = self._all_offers(GpuRequest(gpu="L40S-48GB"))[0]
         now = self.clock.now()
         pid = self._new_id()
-        self._instances[pid] = _SimInstance(
-            pid, name, "", offer.offer_id, offer.gpu, 1, offer.region, "on-demand", 0.72, now, now
+        self._track(
+            _SimInstance(pid, name, "", offer.offer_id, offer.gpu, 1, offer.region, "on-demand", 0.72, now, now)
         )
         self._save()
         return pid
@@ -201,7 +205,7 @@ class SimulatedCloud:
         if spec.capacity is Capacity.SPOT and rate > 0:
             inst.preempt_at = now + rng.expovariate(rate / 3600.0)
             inst.notice_at = inst.preempt_at - self.options.interruption_notice
-        self._instances[inst.provider_id] = inst
+        self._track(inst)
         self._by_key[spec.key] = inst.provider_id
         self._save()
         if self.options.create_delay:  # the machine exists; the answer is still on its way
@@ -223,9 +227,10 @@ class SimulatedCloud:
 
     async def delete(self, provider_id: str) -> None:
         self._call("delete")
-        inst = self._instances.pop(provider_id, None)
+        inst = self._instances.get(provider_id)
         if inst is None:
             return  # already gone (or never existed): success, per the protocol
+        self._untrack(inst)
         self._end(inst, "terminated")
         self._save()
 
@@ -240,13 +245,27 @@ class SimulatedCloud:
                 del self._faults[i]
                 raise error
 
+    def _track(self, inst: _SimInstance) -> None:
+        """A live instance: counted in its pool, its boot end and preemption on the timeline."""
+        self._instances[inst.provider_id] = inst
+        self._pool_counts[self._pool(inst.gpu, inst.region, inst.capacity)] += 1
+        if inst.status == "pending":
+            heapq.heappush(self._due, (inst.ready_at, inst.provider_id))
+        if inst.preempt_at is not None:
+            heapq.heappush(self._due, (inst.preempt_at, inst.provider_id))
+
     def _advance(self) -> None:
-        """Apply what time has done: boots finish, preemptions land."""
+        """Apply what time has done since the last call: boots finish, preemptions land. Only the due
+        entries of the timeline are visited, so a call costs O(changes), not O(fleet)."""
         now = self.clock.now()
         changed = False
-        for inst in list(self._instances.values()):
+        while self._due and self._due[0][0] <= now:
+            _, pid = heapq.heappop(self._due)
+            inst = self._instances.get(pid)
+            if inst is None:
+                continue  # deleted before its time came
             if inst.preempt_at is not None and now >= inst.preempt_at:
-                del self._instances[inst.provider_id]
+                self._untrack(inst)
                 self._end(inst, "preempted")
                 changed = True
             elif inst.status == "pending" and now >= inst.ready_at:
@@ -254,6 +273,10 @@ class SimulatedCloud:
                 changed = True
         if changed:
             self._save()
+
+    def _untrack(self, inst: _SimInstance) -> None:
+        del self._instances[inst.provider_id]
+        self._pool_counts[self._pool(inst.gpu, inst.region, inst.capacity)] -= 1
 
     def _end(self, inst: _SimInstance, status: str) -> None:
         now = self.clock.now() if inst.preempt_at is None or status != "preempted" else inst.preempt_at
@@ -332,7 +355,7 @@ class SimulatedCloud:
         return self._capacity.get(pool, self.options.capacity_per_offer)
 
     def _in_use(self, pool: str) -> int:
-        return sum(1 for i in self._instances.values() if self._pool(i.gpu, i.region, i.capacity) == pool)
+        return self._pool_counts[pool]
 
     def _new_id(self) -> str:
         self._next += 1
@@ -373,7 +396,7 @@ class SimulatedCloud:
         self._capacity = {str(k): int(v) for k, v in state["capacity"].items()}
         for raw in state["instances"]:
             inst = _SimInstance(**raw)
-            self._instances[inst.provider_id] = inst
+            self._track(inst)
             self._by_key[inst.key] = inst.provider_id
         for raw in state["ended"]:
             inst = _SimInstance(**raw)

@@ -19,7 +19,6 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
 
-import httpx
 import yaml
 
 from clocks import Clock
@@ -32,7 +31,7 @@ from providers.errors import (
     ProviderError,
     QuotaExceeded,
 )
-from providers.http import ApiClient, RetryPolicy, default_status_error, load_api_key
+from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status, shared_status
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import key_from_name, validate_key
@@ -213,16 +212,21 @@ class SpheronProvider:
         self.name = config.name
         self.clock = clock
         self.options = SpheronOptions.from_mapping(dict(config.options))
-        self._secret, self._credential_hint = load_api_key(config)
+        self._key = ApiKey(config)
+        self._key.load()  # a missing key fails the build, naming where to put it
         self._team_id = self.options.team_id
         self.api = ApiClient(
             provider=self.name,
             base_url=config.base_url or DEFAULT_BASE_URL,
-            headers={"Authorization": f"Bearer {self._secret.reveal()}"},
+            key=self._key,
             clock=clock,
             map_error=self._map_error,
             timeout=self.options.timeout,
-            retry=RetryPolicy(max_attempts=self.options.max_attempts, max_wait=self.options.max_wait),
+            retry=RetryPolicy(
+                max_attempts=self.options.max_attempts,
+                max_wait=self.options.max_wait,
+                max_retry_after=self.options.max_wait,
+            ),
         )
 
     def __repr__(self) -> str:
@@ -456,18 +460,21 @@ class SpheronProvider:
             created_at=_parse_time(d.get("createdAt")) or _parse_time(d.get("startedAt")),
         )
 
-    def _map_error(self, response: httpx.Response, body: Any) -> ProviderError:
+    def _map_error(self, failure: HttpFailure) -> ProviderError:
+        body = failure.body
         message = _message(body)
-        retry_after = _float(body.get("retryAfter")) if isinstance(body, dict) else None
-        common = default_status_error(
-            response, message, provider=self.name, credential_hint=self._credential_hint, retry_after=retry_after
-        )
-        if common is not None:
-            return common
-        status = response.status_code
-        where = f"{response.request.method} {response.request.url.path}"
         details = body if isinstance(body, dict) else {}
-        if response.request.method == "DELETE" and status in (400, 409):
+        if shared_status(failure.status):
+            return classify_status(
+                failure,
+                self.name,
+                message,
+                credential_hint=self._key.hint,
+                rate_limit_wait=_float(details.get("retryAfter")),
+            )
+        status = failure.status
+        where = failure.where
+        if failure.method == "DELETE" and status in (400, 409):
             if str(details.get("currentStatus") or "").lower() in ("terminated", "terminated-provider", "failed") or (
                 _ALREADY_GONE.search(message)
             ):

@@ -30,10 +30,9 @@ from providers.errors import (
     InvalidRequest,
     ProviderError,
     QuotaExceeded,
-    RateLimited,
     Transient,
 )
-from providers.http_rv import ApiClient, HttpFailure, RetryPolicy, bearer, classify_status, credential_env
+from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import validate_key
@@ -128,18 +127,16 @@ class VastAIProvider:
     def __init__(self, config: ProviderConfig, clock: Clock) -> None:
         self.name = config.name
         self.options = VastOptions.from_mapping(config.options)
-        self._env = credential_env(config.api_key_env, config.type)
+        self._key = ApiKey(config)  # read on the first request
         base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/")
         base_url = base_url.removesuffix("/api/v0")  # accept the documented API root too
         self._http = ApiClient(
             provider=self.name,
             base_url=base_url,
-            credential_env=self._env,
-            credential_file=config.api_key_file,
-            auth_headers=bearer,
+            key=self._key,
             map_error=self._map_error,
             clock=clock,
-            retry=RetryPolicy(attempts=self.options.attempts, max_retry_after=self.options.max_retry_after),
+            retry=RetryPolicy(max_attempts=self.options.attempts, max_retry_after=self.options.max_retry_after),
             timeout=self.options.timeout,
         )
 
@@ -164,7 +161,7 @@ class VastAIProvider:
         for capacity in (Capacity.ON_DEMAND, Capacity.SPOT):
             if want.capacity not in (None, capacity):
                 continue
-            body = await self._http.request("POST", SEARCH, json_body=self._query(vast_gpu, want, capacity, countries))
+            body = await self._http.request("POST", SEARCH, json=self._query(vast_gpu, want, capacity, countries))
             rows = body.get("offers") if isinstance(body, Mapping) else None
             for row in _list(rows):
                 offer = self._offer(row, gpu, vast_gpu, want, capacity)
@@ -190,7 +187,7 @@ class VastAIProvider:
             existing = await self._find(spec.key)
             if existing is not None:
                 return existing
-            answer = await self._http.request("PUT", f"/api/v0/asks/{offer.offer_id}/", json_body=body, retry=False)
+            answer = await self._http.request("PUT", f"/api/v0/asks/{offer.offer_id}/", json=body, retry=False)
             if not isinstance(answer, Mapping) or not answer.get("new_contract"):
                 message = answer.get("msg") if isinstance(answer, Mapping) else None
                 raise InsufficientCapacity(
@@ -209,7 +206,7 @@ class VastAIProvider:
                 price_per_hour=body.get("price") or offer.price(spec.capacity),
             )
 
-        return await self._http.call(find_or_rent)
+        return await self._http.retrying(find_or_rent)
 
     async def get(self, provider_id: str) -> ProviderInstance:
         if not provider_id.isdigit():
@@ -221,13 +218,13 @@ class VastAIProvider:
         return self._view(row)
 
     async def list(self, key_prefix: str) -> builtins.list[ProviderInstance]:
-        return await self._http.call(lambda: self._list(key_prefix))
+        return await self._http.retrying(lambda: self._list(key_prefix))
 
     async def delete(self, provider_id: str) -> None:
         if not provider_id.isdigit():
             return  # no such instance can exist: nothing to delete
         try:
-            await self._http.request("DELETE", f"/api/v0/instances/{provider_id}/", json_body={})
+            await self._http.request("DELETE", f"/api/v0/instances/{provider_id}/", json={})
         except InstanceNotFound:
             return  # already gone: success
 
@@ -256,7 +253,7 @@ class VastAIProvider:
         raise InvalidRequest(f"the instance list has more than {MAX_PAGES} pages", provider=self.name)
 
     async def _find(self, key: str) -> ProviderInstance | None:
-        for view in await self._http.call(lambda: self._list(key)):
+        for view in await self._http.retrying(lambda: self._list(key)):
             if view.key == key and view.status is not InstanceStatus.TERMINATED:
                 return view
         return None
@@ -362,12 +359,7 @@ class VastAIProvider:
         message = failure.message("msg", "message", "error", "detail")
         code = failure.body.get("error") if isinstance(failure.body, Mapping) else None
         lowered = f"{code or ''} {message}".lower()
-        where = f"{failure.method} {failure.path}"
-        if failure.status == 429:
-            wait = failure.retry_after if failure.retry_after is not None else self.options.rate_limit_wait
-            return RateLimited(
-                f"{where}: {message or 'API requests too frequent'}", provider=self.name, retry_after=wait
-            )
+        where = failure.where
         if failure.path.startswith("/api/v0/asks/") and (
             failure.status in (404, 410) or any(t in lowered for t in _GONE_ASK)
         ):
@@ -376,7 +368,13 @@ class VastAIProvider:
             return QuotaExceeded(f"{where}: {message}", provider=self.name)
         if code == "no_such_instance":
             return InstanceNotFound(f"{where}: {message}", provider=self.name)
-        return classify_status(failure, self.name, message, credential_hint=f"the key in {self._env}")
+        return classify_status(
+            failure,
+            self.name,
+            message,
+            credential_hint=self._key.hint,
+            rate_limit_wait=self.options.rate_limit_wait,  # Vast's 429 names no wait
+        )
 
 
 # ---- small pure helpers --------------------------------------------------------------------------

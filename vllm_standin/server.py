@@ -4,6 +4,7 @@ behind one process (one uvicorn server, one socket per endpoint, each its own en
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import threading
 import time
@@ -131,6 +132,10 @@ def serve_forever(config: StandinConfig, host: str, port: int, shutdown_timeout:
     standin = Standin(config)
     server = build_server(standin.app, shutdown_timeout=shutdown_timeout, log_level="info")
     sock = _listen(host, port)
+    # uvicorn re-raises the signal it shut down on once it is done, with the handlers that were there
+    # before; quiet ones make that re-raise a no-op, so a drained shutdown exits 0.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
     try:
         asyncio.run(server.serve(sockets=[sock]))
     finally:

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import typer
+from sqlalchemy import Engine
 
 from controller.cli.context import safe_url, settings
 from controller.cli.output import fail
 from controller.store import migrate
 from controller.store.db import make_engine
+
+
+def _migrate(action: Callable[[Engine, str], None], revision: str) -> None:
+    url = settings().resolved_database_url()
+    try:
+        engine = make_engine(url)
+        action(engine, revision)
+        typer.echo(f"{safe_url(url)}: at revision {migrate.current_revision(engine) or 'base'}")
+    except Exception as exc:
+        fail(f"migration failed on {safe_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
 
 
 def register(app: typer.Typer) -> None:
@@ -17,24 +30,12 @@ def register(app: typer.Typer) -> None:
     @db_app.command()
     def upgrade(revision: str = typer.Argument("head")) -> None:
         """Migrate the schema up (default: to the newest revision)."""
-        url = settings().resolved_database_url()
-        try:
-            engine = make_engine(url)
-            migrate.upgrade(engine, revision)
-            typer.echo(f"{safe_url(url)}: at revision {migrate.current_revision(engine)}")
-        except Exception as exc:
-            fail(f"migration failed on {safe_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        _migrate(migrate.upgrade, revision)
 
     @db_app.command()
     def downgrade(revision: str) -> None:
         """Migrate the schema down to REVISION ("base" removes every table)."""
-        url = settings().resolved_database_url()
-        try:
-            engine = make_engine(url)
-            migrate.downgrade(engine, revision)
-            typer.echo(f"{safe_url(url)}: at revision {migrate.current_revision(engine) or 'base'}")
-        except Exception as exc:
-            fail(f"migration failed on {safe_url(url)}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        _migrate(migrate.downgrade, revision)
 
     @db_app.command()
     def current() -> None:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import ssl
 
+import httpcore
 import httpx
+
+from controller.signals.asyncio_backend import AsyncioBackend
 
 
 class PerOriginTransport(httpx.AsyncBaseTransport):
@@ -19,6 +22,7 @@ class PerOriginTransport(httpx.AsyncBaseTransport):
             keepalive_expiry=keepalive_expiry,  # below uvicorn's (and vLLM's) 5 s keep-alive timeout
         )
         self._ssl: ssl.SSLContext | None = None
+        self._backend = AsyncioBackend()
         self._pools: dict[tuple[str, str, int | None], httpx.AsyncHTTPTransport] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -28,6 +32,14 @@ class PerOriginTransport(httpx.AsyncBaseTransport):
             if self._ssl is None:
                 self._ssl = ssl.create_default_context()
             pool = self._pools[key] = httpx.AsyncHTTPTransport(verify=self._ssl, limits=self._limits)
+            # httpx builds its pool with httpcore's anyio backend; swap in the lean asyncio one.
+            pool._pool = httpcore.AsyncConnectionPool(
+                ssl_context=self._ssl,
+                max_connections=self._limits.max_connections,
+                max_keepalive_connections=self._limits.max_keepalive_connections,
+                keepalive_expiry=self._limits.keepalive_expiry,
+                network_backend=self._backend,
+            )
         return await pool.handle_async_request(request)
 
     async def forget(self, keep: set[tuple[str, str, int | None]]) -> None:

@@ -77,10 +77,9 @@ class SignalReader:
         self._timeout = timeout
         self._env = os.environ if env is None else env
         self._owns_client = client is None
-        self._client = client or httpx.AsyncClient(
-            transport=PerOriginTransport(), timeout=timeout, follow_redirects=False
-        )
-        self._scraper = VllmScraper(self._client, clock, timeout=timeout, concurrency=concurrency)
+        transport = PerOriginTransport() if client is None else None
+        self._client = client or httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False)
+        self._scraper = VllmScraper(self._client, clock, timeout=timeout, concurrency=concurrency, transport=transport)
         self._prometheus = PrometheusSource(self._client, timeout=timeout)
         self._backoff = Backoff(clock, base=backoff_base, cap=backoff_cap)
         self._brokers: dict[tuple[str, str], _QueueReader] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Engine, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -22,6 +22,7 @@ from controller.store.models import (
 )
 from policies.types import PolicyState
 
+R = TypeVar("R", DecisionRecord, EventRecord)
 LIVE_STATES = ("pending", "provisioning", "bootstrapping", "ready", "draining")
 COUNTED_STATES = ("pending", "provisioning", "bootstrapping", "ready")  # toward the tier's current count
 ENDED_STATES = ("terminated", "failed")
@@ -204,14 +205,7 @@ class Store:
             row.state, row.desired, row.updated_at = state.to_dict(), desired, now
 
     def decisions(self, tier: str | None = None, limit: int = 50, since: float | None = None) -> list[DecisionRecord]:
-        with self.sessions() as s:
-            q = select(DecisionRecord)
-            if tier is not None:
-                q = q.where(DecisionRecord.tier == tier)
-            if since is not None:
-                q = q.where(DecisionRecord.t >= since)
-            rows = s.scalars(q.order_by(DecisionRecord.t.desc(), DecisionRecord.id.desc()).limit(limit)).all()
-            return list(reversed(rows))
+        return self._recent(DecisionRecord, tier, limit, since)
 
     def demand_samples(self, since: float) -> Sequence[tuple[str, float, float]]:
         """(tier, t, demand) recorded since ``since``, oldest first: seeds the seasonal forecast history."""
@@ -224,13 +218,17 @@ class Store:
             return [(tier, t, float(d)) for tier, t, d in s.execute(q).all() if d is not None]
 
     def events(self, tier: str | None = None, limit: int = 50, since: float | None = None) -> list[EventRecord]:
+        return self._recent(EventRecord, tier, limit, since)
+
+    def _recent(self, model: type[R], tier: str | None, limit: int, since: float | None) -> list[R]:
+        """The newest ``limit`` rows (of one tier, since a time), returned oldest first."""
         with self.sessions() as s:
-            q = select(EventRecord)
+            q = select(model)
             if tier is not None:
-                q = q.where(EventRecord.tier == tier)
+                q = q.where(model.tier == tier)
             if since is not None:
-                q = q.where(EventRecord.t >= since)
-            rows = s.scalars(q.order_by(EventRecord.t.desc(), EventRecord.id.desc()).limit(limit)).all()
+                q = q.where(model.t >= since)
+            rows = s.scalars(q.order_by(model.t.desc(), model.id.desc()).limit(limit)).all()
             return list(reversed(rows))
 
     def prune(self, before: float) -> int:

@@ -11,11 +11,15 @@ from providers.base import Bootstrap, Capacity, GpuRequest, LaunchSpec, Provider
 from providers.registry import ProviderConfig
 from providers.runpod import RunPodProvider
 from tests.contract.suite import ContractHarness, Fault, ProviderContract
-from tests.fakes.loopback_rv import LoopbackServer
-from tests.fakes.runpod_server import RunPodFake
+from tests.fakes import Fault as ServerFault
+from tests.fakes.runpod_server import RunPodFake, serve_runpod
 
 KEY_ENV = "SCALECTL_TEST_RUNPOD_KEY"
-_FAULTS = {Fault.AUTH: "auth", Fault.RATE_LIMITED: "429", Fault.TRANSIENT: "5xx"}
+_FAULTS = {
+    Fault.AUTH: ServerFault.AUTH,
+    Fault.RATE_LIMITED: ServerFault.RATE_LIMITED,
+    Fault.TRANSIENT: ServerFault.SERVER_ERROR,
+}
 
 
 class RunPodHarness(ContractHarness):
@@ -63,9 +67,8 @@ BOOTSTRAP = Bootstrap(image="vllm/vllm-openai:v0.8.5", args=("--model", "m"), en
 
 @pytest.fixture(scope="module")
 def runpod_fake() -> Iterator[tuple[RunPodFake, str]]:
-    fake = RunPodFake()
-    with LoopbackServer(fake.app()) as url:
-        yield fake, url
+    with serve_runpod() as served:
+        yield served
 
 
 @pytest.fixture

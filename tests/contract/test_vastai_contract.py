@@ -11,11 +11,15 @@ from providers.base import Capacity
 from providers.registry import ProviderConfig
 from providers.vastai import VastAIProvider
 from tests.contract.suite import ContractHarness, Fault, ProviderContract
-from tests.fakes.loopback_rv import LoopbackServer
-from tests.fakes.vastai_server import VastFake
+from tests.fakes import Fault as ServerFault
+from tests.fakes.vastai_server import VastFake, serve_vast
 
 KEY_ENV = "SCALECTL_TEST_VASTAI_KEY"
-_FAULTS = {Fault.AUTH: "auth", Fault.RATE_LIMITED: "429", Fault.TRANSIENT: "5xx"}
+_FAULTS = {
+    Fault.AUTH: ServerFault.AUTH,
+    Fault.RATE_LIMITED: ServerFault.RATE_LIMITED,
+    Fault.TRANSIENT: ServerFault.SERVER_ERROR,
+}
 
 
 class VastHarness(ContractHarness):
@@ -55,9 +59,8 @@ class VastHarness(ContractHarness):
 
 @pytest.fixture(scope="module")
 def vast_fake() -> Iterator[tuple[VastFake, str]]:
-    fake = VastFake()
-    with LoopbackServer(fake.app()) as url:
-        yield fake, url
+    with serve_vast() as served:
+        yield served
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 
 ``LoopbackServer`` runs a Starlette app under uvicorn in a thread on a free port. ``FaultPlan`` is
 the shared fault injection: queued one-shot faults (optionally for one method/path) and a seeded
-random fault rate. Each fake decides what a fault looks like in its provider's own error format.
+random fault rate ("chaos"). Each fake decides what a fault looks like in its provider's own format.
 """
 
 from __future__ import annotations
@@ -16,13 +16,16 @@ from enum import Enum
 import uvicorn
 from starlette.applications import Starlette
 
+START_TIMEOUT = 10.0
+
 
 class Fault(Enum):
     SERVER_ERROR = "server-error"  # a 5xx in the provider's error format
-    TIMEOUT = "timeout"  # the request is processed, the response comes too late
+    TIMEOUT = "timeout"  # the response comes too late (after the client's timeout)
     RATE_LIMITED = "rate-limited"  # 429 with the provider's headers/body
     AUTH = "auth"  # 401 as if the key were wrong
     NO_CAPACITY = "no-capacity"  # only on create/launch requests
+    GARBAGE = "garbage"  # a 5xx that is not the provider's format (a proxy's HTML page)
 
 
 @dataclass
@@ -46,9 +49,22 @@ class FaultPlan:
         self._rng = random.Random(self.seed)
 
     def add(self, fault: Fault, times: int = 1, *, method: str | None = None, path: str | None = None) -> None:
+        """The next ``times`` matching requests fail with ``fault`` (``path`` matches as a prefix)."""
         self.queued.extend(_Queued(fault, method, path) for _ in range(times))
 
-    def next_fault(self, method: str, path: str, *, is_create: bool) -> Fault | None:
+    def chaos(
+        self, rate: float, *, seed: int = 0, kinds: tuple[Fault, ...] = (Fault.SERVER_ERROR, Fault.TIMEOUT)
+    ) -> None:
+        """Make a share ``rate`` of all later requests fail with one of ``kinds`` (seeded, reproducible)."""
+        self.random_rate, self.random_kinds, self.seed = rate, kinds, seed
+        self._rng = random.Random(seed)
+
+    def clear(self) -> None:
+        self.queued.clear()
+        self.injected.clear()
+        self.random_rate = 0.0
+
+    def next_fault(self, method: str, path: str, *, is_create: bool = False) -> Fault | None:
         for i, q in enumerate(self.queued):
             if q.method not in (None, method) or (q.path is not None and not path.startswith(q.path)):
                 continue
@@ -65,7 +81,11 @@ class FaultPlan:
 
 
 class LoopbackServer:
-    """Serve ``app`` on 127.0.0.1 at a free port from a background thread. Use as a context manager."""
+    """Serve ``app`` on 127.0.0.1 at a free port from a background thread.
+
+    ``LoopbackServer(app).start()`` returns the running server (``.url``, ``.stop()``); as a context
+    manager it stops when the block ends.
+    """
 
     def __init__(self, app: Starlette):
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -82,22 +102,25 @@ class LoopbackServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 10.0) -> LoopbackServer:
+    def start(self, timeout: float = START_TIMEOUT) -> LoopbackServer:
         self._thread.start()
-        started = threading.Event()
+        waiter = threading.Event()
         for _ in range(int(timeout / 0.01)):  # bounded wait for uvicorn to accept connections
             if self._server.started:
-                started.set()
+                return self
+            if not self._thread.is_alive():
                 break
-            started.wait(0.01)
-        if not started.is_set():
-            raise RuntimeError("fake server did not start")
-        return self
+            waiter.wait(0.01)
+        self.stop()
+        raise RuntimeError("loopback server did not start")
 
     def stop(self) -> None:
         self._server.should_exit = True
-        self._thread.join(timeout=10)
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
         self._sock.close()
+        if self._thread.is_alive():
+            raise RuntimeError("loopback server did not stop")
 
     def __enter__(self) -> LoopbackServer:
         return self.start()

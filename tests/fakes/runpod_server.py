@@ -14,9 +14,11 @@ interruptible pod it takes back: the pod stays, ``EXITED``, costing nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import re
 import string
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes.loopback_rv import FaultQueue
+from tests.fakes import Fault, FaultPlan, LoopbackServer
 
 NO_CAPACITY = (
     "There are no longer any instances available with the requested specifications. Please refresh and try again."
@@ -88,7 +90,7 @@ class RunPodFake:
     timeout_delay: float = 1.0
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     interruptible: set[str] = field(default_factory=set)
-    faults: FaultQueue = field(default_factory=FaultQueue)
+    faults: FaultPlan = field(default_factory=FaultPlan)
     log: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, query string)
     extra_fields: bool = True  # answer with fields the adapter has never seen
     capacity_failures: int = 0
@@ -158,18 +160,18 @@ class RunPodFake:
         self.log.append((request.method, request.url.path, request.url.query))
         if request.headers.get("authorization") != f"Bearer {self.api_key}":
             return _problem(401, "Unauthorized", "invalid or missing API key")
-        kind = self.faults.take(request)
-        if kind is None:
+        fault = self.faults.next_fault(request.method, request.url.path)
+        if fault is None:
             return None
-        if kind == "timeout":
+        if fault is Fault.TIMEOUT:
             await asyncio.sleep(self.timeout_delay)
             return _problem(504, "Gateway Timeout", "upstream timed out")
-        if kind == "auth":
+        if fault is Fault.AUTH:
             return _problem(401, "Unauthorized", "invalid or missing API key")
-        if kind == "429":
+        if fault is Fault.RATE_LIMITED:
             headers = {"Retry-After": "2", "RateLimit": "limit=60, remaining=0, reset=2"}
             return _problem(429, "Too Many Requests", "rate limit exceeded", headers=headers)
-        if kind == "garbage":
+        if fault is Fault.GARBAGE:
             return Response("<html>502 Bad Gateway</html>", status_code=502, media_type="text/html")
         return _problem(503, "Service Unavailable", "temporarily unavailable")
 
@@ -391,3 +393,11 @@ def _gql_error(path: str, message: str) -> JSONResponse:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat().replace("+00:00", "Z")
+
+
+@contextlib.contextmanager
+def serve_runpod(**kwargs: Any) -> Iterator[tuple[RunPodFake, str]]:
+    """A ``RunPodFake`` served on 127.0.0.1 for the ``with`` block: ``(fake, base_url)``."""
+    fake = RunPodFake(**kwargs)
+    with LoopbackServer(fake.app()) as server:
+        yield fake, server.url

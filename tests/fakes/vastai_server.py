@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from tests.fakes.loopback_rv import FaultQueue
+from tests.fakes import Fault, FaultPlan, LoopbackServer
 
 MAX_SEARCH = 64
 PAGE = 25
@@ -85,7 +87,7 @@ class VastFake:
     timeout_delay: float = 1.0
     machines: list[dict[str, Any]] = field(default_factory=_machines)
     instances: dict[int, dict[str, Any]] = field(default_factory=dict)
-    faults: FaultQueue = field(default_factory=FaultQueue)
+    faults: FaultPlan = field(default_factory=FaultPlan)
     log: list[tuple[str, str, str]] = field(default_factory=list)  # (method, path, query string)
     gone_asks: int = 0
     queries: list[dict[str, Any]] = field(default_factory=list)  # search bodies, as received
@@ -153,17 +155,17 @@ class VastFake:
         given = request.headers.get("authorization", "").removeprefix("Bearer ") or request.query_params.get("api_key")
         if given != self.api_key:
             return _error(401, "auth_error", "Invalid user key")
-        kind = self.faults.take(request)
-        if kind is None:
+        fault = self.faults.next_fault(request.method, request.url.path)
+        if fault is None:
             return None
-        if kind == "timeout":
+        if fault is Fault.TIMEOUT:
             await asyncio.sleep(self.timeout_delay)
             return _error(504, "server_error", "Gateway Timeout")
-        if kind == "auth":
+        if fault is Fault.AUTH:
             return _error(401, "auth_error", "Invalid user key")
-        if kind == "429":
+        if fault is Fault.RATE_LIMITED:
             return PlainTextResponse("API requests too frequent: endpoint threshold=1.0", status_code=429)
-        if kind == "garbage":
+        if fault is Fault.GARBAGE:
             return PlainTextResponse("<html><body>502 Bad Gateway</body></html>", status_code=502)
         return _error(500, "server_error", "Internal Server Error")
 
@@ -317,3 +319,11 @@ def _matches(machine: dict[str, Any], query: dict[str, Any]) -> bool:
 
 def _error(status: int, code: str, msg: str) -> JSONResponse:
     return JSONResponse({"success": False, "error": code, "msg": msg}, status_code=status)
+
+
+@contextlib.contextmanager
+def serve_vast(**kwargs: Any) -> Iterator[tuple[VastFake, str]]:
+    """A ``VastFake`` served on 127.0.0.1 for the ``with`` block: ``(fake, base_url)``."""
+    fake = VastFake(**kwargs)
+    with LoopbackServer(fake.app()) as server:
+        yield fake, server.url

@@ -13,8 +13,8 @@ from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, Laun
 from providers.errors import AuthFailed, InsufficientCapacity, InvalidRequest, QuotaExceeded, RateLimited, Transient
 from providers.registry import ADAPTERS, ProviderConfig, build_provider
 from providers.runpod import RunPodProvider
-from tests.fakes.loopback_rv import LoopbackServer
-from tests.fakes.runpod_server import RunPodFake
+from tests.fakes import Fault
+from tests.fakes.runpod_server import RunPodFake, serve_runpod
 
 KEY_ENV = "SCALECTL_TEST_RUNPOD_UNIT_KEY"
 IMAGE = Bootstrap(image="vllm/vllm-openai:v0.8.5", args=("--model", "meta-llama/Llama-3.1-8B"), env={"A": "1"})
@@ -22,9 +22,8 @@ IMAGE = Bootstrap(image="vllm/vllm-openai:v0.8.5", args=("--model", "meta-llama/
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[RunPodFake, str]]:
-    fake = RunPodFake()
-    with LoopbackServer(fake.app()) as url:
-        yield fake, url
+    with serve_runpod() as served:
+        yield served
 
 
 @pytest.fixture
@@ -227,7 +226,7 @@ async def test_look_alike_without_our_marker_is_not_ours(rp: RunPodProvider, fak
 async def test_rate_limit_storm_is_bounded_and_reports_retry_after(fake: RunPodFake, url: str) -> None:
     clock = FakeClock()
     provider = make(url, clock)
-    fake.faults.add("429", times=50)
+    fake.faults.add(Fault.RATE_LIMITED, times=50)
     start = clock.now()
     try:
         with pytest.raises(RateLimited) as info:
@@ -242,7 +241,7 @@ async def test_rate_limit_storm_is_bounded_and_reports_retry_after(fake: RunPodF
 async def test_twenty_percent_faults_creates_still_succeed_within_bounded_calls(fake: RunPodFake, url: str) -> None:
     provider = make(url, timeout=0.25)
     fake.timeout_delay = 0.6
-    fake.faults.chaos(0.2, seed=7, kinds=("5xx", "timeout", "garbage"))
+    fake.faults.chaos(0.2, seed=7, kinds=(Fault.SERVER_ERROR, Fault.TIMEOUT, Fault.GARBAGE))
     keys = [f"sct-chaos-{i}" for i in range(8)]
     try:
         od = await provider.offers(GpuRequest(gpu="L40S", capacity=Capacity.ON_DEMAND))
@@ -261,12 +260,12 @@ async def test_twenty_percent_faults_creates_still_succeed_within_bounded_calls(
 async def test_validation_422_is_invalid_and_not_retried(rp: RunPodProvider, fake: RunPodFake) -> None:
     before = fake.calls
     with pytest.raises(InvalidRequest):
-        await rp._http.request("POST", "/v2/pods", json_body={"name": "x", "image": "i", "bogus": 1})
+        await rp._http.request("POST", "/v2/pods", json={"name": "x", "image": "i", "bogus": 1})
     assert fake.calls - before == 1
 
 
 def _failure(status: int, body: Any, path: str = "/v2/pods") -> Any:
-    from providers.http_rv import HttpFailure
+    from providers.http import HttpFailure
 
     return HttpFailure(method="POST", path=path, status=status, body=body, retry_after=None)
 
@@ -316,8 +315,8 @@ async def test_the_key_never_leaks(fake: RunPodFake, url: str, caplog: pytest.Lo
     caplog.set_level(logging.DEBUG)
     provider = make(url)
     errors: list[BaseException] = []
-    fake.faults.add("5xx", times=provider.max_retries + 1)
-    fake.faults.add("429", times=provider.max_retries + 1)
+    fake.faults.add(Fault.SERVER_ERROR, times=provider.max_retries + 1)
+    fake.faults.add(Fault.RATE_LIMITED, times=provider.max_retries + 1)
     for _ in range(2):
         try:
             await provider.list("sct-")

@@ -20,11 +20,11 @@ from providers.errors import (
     RateLimited,
     Transient,
 )
-from providers.http_rv import HttpFailure
+from providers.http import HttpFailure
 from providers.registry import ADAPTERS, ProviderConfig, build_provider
 from providers.vastai import VastAIProvider
-from tests.fakes.loopback_rv import LoopbackServer
-from tests.fakes.vastai_server import VastFake
+from tests.fakes import Fault
+from tests.fakes.vastai_server import VastFake, serve_vast
 
 KEY_ENV = "SCALECTL_TEST_VASTAI_UNIT_KEY"
 IMAGE = Bootstrap(image="vllm/vllm-openai:v0.8.5", args=("--model", "m"), env={"A": "1"}, ports=(8000,))
@@ -33,9 +33,8 @@ OURS = {"SCALECTL_KEY": "", "SCALECTL_CAPACITY": "on-demand"}
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[VastFake, str]]:
-    fake = VastFake()
-    with LoopbackServer(fake.app()) as url:
-        yield fake, url
+    with serve_vast() as served:
+        yield served
 
 
 @pytest.fixture
@@ -243,7 +242,7 @@ async def test_running_instance_has_its_mapped_port(vast: VastAIProvider, fake: 
 async def test_rate_limit_storm_is_bounded_with_a_retry_after(fake: VastFake, url: str) -> None:
     clock = FakeClock()
     provider = make(url, clock, rate_limit_wait=3.0)
-    fake.faults.add("429", times=40)
+    fake.faults.add(Fault.RATE_LIMITED, times=40)
     start = clock.now()
     try:
         with pytest.raises(RateLimited) as info:
@@ -264,7 +263,7 @@ async def test_twenty_percent_faults_creates_still_succeed_within_bounded_calls(
         offers += await provider.offers(GpuRequest(gpu="RTX4090", capacity=Capacity.SPOT))
         offers += await provider.offers(GpuRequest(gpu="L40S", capacity=Capacity.SPOT))
         fake.log.clear()
-        fake.faults.chaos(0.2, seed=11, kinds=("5xx", "timeout", "garbage", "429"))
+        fake.faults.chaos(0.2, seed=11, kinds=(Fault.SERVER_ERROR, Fault.TIMEOUT, Fault.GARBAGE, Fault.RATE_LIMITED))
         for key, offer in zip(keys, offers, strict=False):
             await provider.create(spec(key, offer, Capacity.SPOT))
     finally:
@@ -318,8 +317,8 @@ async def test_the_key_never_leaks(fake: VastFake, url: str, caplog: pytest.LogC
     caplog.set_level(logging.DEBUG)
     provider = make(url)
     errors: list[BaseException] = []
-    fake.faults.add("5xx", times=provider.max_retries + 1)
-    fake.faults.add("429", times=provider.max_retries + 1)
+    fake.faults.add(Fault.SERVER_ERROR, times=provider.max_retries + 1)
+    fake.faults.add(Fault.RATE_LIMITED, times=provider.max_retries + 1)
     for _ in range(2):
         try:
             await provider.list("sct-")

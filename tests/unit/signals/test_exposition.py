@@ -51,7 +51,7 @@ def test_figures_of_a_recorded_text() -> None:
     assert snap.successes == snap.ttft.count
     assert snap.ttft.sum == pytest.approx(sum(samples("new", "1")) + sum(samples("new", "2")), rel=1e-6)
     assert snap.prefix_queries == 600.0 * 1000 and snap.prefix_hits == 420.0 * 1000
-    line = next(l for l in text("new_2").splitlines() if l.startswith("vllm:kv_cache_usage_perc{"))
+    line = next(line for line in text("new_2").splitlines() if line.startswith("vllm:kv_cache_usage_perc{"))
     assert snap.kv_usage == float(line.split()[-1])
     old = parse_vllm_metrics(text("old_2"), 5.0)
     assert old.generation == "old" and old.prefix_hit_rate == 0.7 and old.prefix_queries is None
@@ -86,7 +86,9 @@ def test_breakdown_series_are_not_added_to_the_total() -> None:
 
 def test_a_missing_inf_bucket_makes_ttft_unknown_and_says_why() -> None:
     body = "\n".join(
-        l for l in text("new_2").splitlines() if 'time_to_first_token_seconds_bucket{engine="0",le="+Inf"' not in l
+        line
+        for line in text("new_2").splitlines()
+        if 'time_to_first_token_seconds_bucket{engine="0",le="+Inf"' not in line
     )
     for parse in (parse_vllm_metrics, parse_vllm_metrics_reference):
         snap = parse(body, 0.0)
@@ -110,7 +112,9 @@ def test_nan_and_inf_values_make_that_figure_unknown(value: str) -> None:
     body = text("new_1").replace(
         f"vllm:num_requests_waiting{{{LABELS}}} ", f"vllm:num_requests_waiting{{{LABELS}}} {value} #"
     )
-    body = "\n".join(l.split(" #")[0] if l.startswith("vllm:num_requests_waiting{") else l for l in body.splitlines())
+    body = "\n".join(
+        line.split(" #")[0] if line.startswith("vllm:num_requests_waiting{") else line for line in body.splitlines()
+    )
     snap = parse_vllm_metrics(body, 0.0)
     assert snap == parse_vllm_metrics_reference(body, 0.0)
     assert snap.waiting is None
@@ -119,11 +123,11 @@ def test_nan_and_inf_values_make_that_figure_unknown(value: str) -> None:
 
 
 def test_nan_in_a_bucket_makes_the_histogram_unknown() -> None:
-    body = text("new_1").replace(
-        'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="meta-llama/Llama-3.1-8B-Instruct"} ',
-        'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="meta-llama/Llama-3.1-8B-Instruct"} NaN #',
+    bucket = (
+        'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="meta-llama/Llama-3.1-8B-Instruct"}'
     )
-    body = "\n".join(l.split(" #")[0] for l in body.splitlines())
+    body = text("new_1").replace(f"{bucket} ", f"{bucket} NaN #")
+    body = "\n".join(line.split(" #")[0] for line in body.splitlines())
     snap = parse_vllm_metrics(body, 0.0)
     assert snap.ttft is None and snap.waiting is not None
 
@@ -167,7 +171,8 @@ def test_shuffled_values_keep_fast_and_reference_equal() -> None:
     rng = random.Random(3)
     lines = text("old_2").splitlines()
     changed = [
-        l.rsplit(" ", 1)[0] + f" {rng.random() * 100:.3f}" if l.startswith("vllm:num_requests") else l for l in lines
+        line.rsplit(" ", 1)[0] + f" {rng.random() * 100:.3f}" if line.startswith("vllm:num_requests") else line
+        for line in lines
     ]
     body = "\n".join(changed) + "\n"
     assert parse_vllm_metrics(body, 0.0) == parse_vllm_metrics_reference(body, 0.0)

@@ -127,8 +127,8 @@ async def test_bad_exposition_and_nan_are_per_endpoint_errors() -> None:
     servers.bodies["nan:1"] = [text("new_1").replace("vllm:kv_cache_usage_perc{", 'vllm:kv_cache_usage_perc{x="",')]
     servers.bodies["nan:1"] = [
         "\n".join(
-            (l.rsplit(" ", 1)[0] + " NaN") if l.startswith("vllm:kv_cache_usage_perc{") else l
-            for l in text("new_1").splitlines()
+            (line.rsplit(" ", 1)[0] + " NaN") if line.startswith("vllm:kv_cache_usage_perc{") else line
+            for line in text("new_1").splitlines()
         )
     ]
     reader = make_reader(servers, clock)

@@ -1,0 +1,164 @@
+"""The fleet: every tier's instances under its workload, advanced tick by tick on virtual time.
+
+Whoever drives it (the controller with its simulated cloud, or a baseline) tells it which instances are
+ready, draining or gone; the fleet routes the tier's traffic over them and answers with the tier's signals,
+exactly the figures the controller would read from vLLM /metrics and the Celery broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from policies.types import Signals
+from simulator.batch_pool import BatchPool
+from simulator.instance_model import EngineConfig, EngineProfile, build_profile
+from simulator.serving_pool import ServingPool
+from simulator.workloads.sources import BatchTasks, PoissonSource, TraceSource, sessions_source
+from simulator.workloads.spec import BatchLoad, PoissonLoad, SessionsLoad, TierLoad, TraceLoad, Workload
+from sizing.gpus import gpu_info
+
+
+class _ServingLike(Protocol):
+    model: str
+    max_model_len: int
+    target_concurrency: int
+
+
+class TierLike(Protocol):
+    """What the fleet needs from a tier's configuration (``controller.config.TierSpec`` fits)."""
+
+    gpu: str
+    gpu_count: int
+    capacity: str
+    serving: _ServingLike
+
+
+@dataclass(frozen=True, slots=True)
+class TierModel:
+    """A tier as the simulator sees it: its load, its engine (serving tiers) and its price per instance."""
+
+    name: str
+    load: TierLoad
+    gpu: str
+    gpu_count: int
+    price_per_hour: float
+    profile: EngineProfile | None  # None for batch tiers (tasks have their own run time)
+    window_s: float = 60.0
+
+    @property
+    def kind(self) -> Literal["serving", "batch"]:
+        return "batch" if isinstance(self.load, BatchLoad) else "serving"
+
+
+def engine_config_for(tier: TierLike) -> EngineConfig:
+    """The vLLM flags the sizing rules give this tier: max-num-seqs at 2× the target concurrency."""
+    return EngineConfig(
+        max_num_seqs=max(16, 2 * tier.serving.target_concurrency), max_model_len=tier.serving.max_model_len
+    )
+
+
+def tier_models(workload: Workload, tiers: Mapping[str, TierLike]) -> dict[str, TierModel]:
+    """Pair each workload tier with its configuration; a workload tier missing from the config is an error."""
+    missing = sorted(set(workload.tiers) - set(tiers))
+    if missing:
+        raise ValueError(
+            f"workload tiers {', '.join(missing)} are not in the tier configuration (known: {', '.join(tiers)})"
+        )
+    models = {}
+    for name, load in workload.tiers.items():
+        tier = tiers[name]
+        info = gpu_info(tier.gpu)
+        spot = tier.capacity == "spot" and info.spot_per_hour is not None
+        price = (info.spot_per_hour if spot and info.spot_per_hour else info.on_demand_per_hour) * tier.gpu_count
+        profile = None
+        if not isinstance(load, BatchLoad):
+            profile = build_profile(info.name, tier.serving.model, engine_config_for(tier))
+        models[name] = TierModel(name, load, info.name, tier.gpu_count, price, profile)
+    return models
+
+
+@dataclass(slots=True)
+class TierMeter:
+    serving_seconds: float = 0.0  # ready + draining instance-seconds (what the fleet saw serve)
+    billed_seconds: float = 0.0  # instance-seconds the driver reported as billed (incl. provisioning)
+    billed_reported: bool = False
+    peak_ready: int = 0
+    interruptions: int = 0
+    billed_timeline: list[tuple[float, int]] = field(default_factory=list)
+
+
+class Fleet:
+    def __init__(self, workload: Workload, models: Mapping[str, TierModel]) -> None:
+        self.workload = workload
+        self.models = dict(models)
+        self.serving: dict[str, ServingPool] = {}
+        self.batch: dict[str, BatchPool] = {}
+        self._sources: dict[str, object] = {}
+        self._tasks: dict[str, BatchTasks] = {}
+        self._members: dict[str, tuple[set[str], set[str]]] = {}
+        self.meters: dict[str, TierMeter] = {}
+        for name, model in self.models.items():
+            load = model.load
+            self.meters[name] = TierMeter()
+            self._members[name] = (set(), set())
+            if isinstance(load, BatchLoad):
+                self.batch[name] = BatchPool(load.concurrency, model.window_s)
+                self._tasks[name] = BatchTasks(name, load, workload)
+                continue
+            assert model.profile is not None
+            self.serving[name] = ServingPool(model.profile, model.window_s)
+            if isinstance(load, SessionsLoad):
+                self._sources[name] = sessions_source(name, load, workload, model.profile)
+            elif isinstance(load, PoissonLoad):
+                self._sources[name] = PoissonSource(name, load, workload, model.profile)
+            elif isinstance(load, TraceLoad):
+                self._sources[name] = TraceSource(name, load, workload, model.profile)
+
+    # ---- driven by the controller (or a baseline) -------------------------------------------------------
+    def set_instances(self, tier: str, ready: Iterable[str], draining: Iterable[str] = (), now: float = 0.0) -> None:
+        """The tier's ready (routable) and draining instances from now on. An instance that was ready and is
+        in neither set was lost without notice: its work is retried elsewhere (counted as an interruption)."""
+        ready_set, drain_set = set(ready), set(draining)
+        before_ready, _ = self._members[tier]
+        lost = before_ready - ready_set - drain_set
+        self.meters[tier].interruptions += len(lost)
+        self._members[tier] = (ready_set, drain_set)
+        pool = self.serving.get(tier) or self.batch[tier]
+        pool.set_instances(ready_set, drain_set, now)
+
+    def interrupt(self, tier: str, ids: Iterable[str], now: float) -> int:
+        """Instances lost without notice (spot preemption). Returns how many requests/tasks were retried."""
+        gone = set(ids)
+        ready_set, drain_set = self._members[tier]
+        self.meters[tier].interruptions += len(gone & (ready_set | drain_set))
+        self._members[tier] = (ready_set - gone, drain_set - gone)
+        pool = self.serving.get(tier) or self.batch[tier]
+        return pool.interrupt(gone, now)
+
+    def bill(self, tier: str, t0: float, t1: float, instances: int) -> None:
+        """Instances billed over [t0, t1) (provisioning included), as the cloud counts them."""
+        meter = self.meters[tier]
+        meter.billed_reported = True
+        meter.billed_seconds += instances * (t1 - t0)
+        meter.billed_timeline.append((t1, instances))
+
+    def advance(self, t0: float, t1: float) -> None:
+        for name in self.models:
+            ready_set, drain_set = self._members[name]
+            meter = self.meters[name]
+            meter.serving_seconds += (len(ready_set) + len(drain_set)) * (t1 - t0)
+            meter.peak_ready = max(meter.peak_ready, len(ready_set))
+            if name in self.serving:
+                self.serving[name].advance(t0, t1, self._sources.get(name))  # type: ignore[arg-type]
+            else:
+                self.batch[name].advance(t0, t1, *self._tasks[name].tasks(t0, t1))
+
+    def signals(self, tier: str) -> Signals:
+        pool = self.serving.get(tier) or self.batch[tier]
+        return pool.signals()
+
+    def instance_seconds(self, tier: str) -> float:
+        meter = self.meters[tier]
+        return meter.billed_seconds if meter.billed_reported else meter.serving_seconds

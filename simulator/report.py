@@ -1,0 +1,292 @@
+"""What a simulated day cost and how well it served: per tier and total, against the baselines.
+
+Three renderings: a dict (JSON), a rich table, and a PNG of load, capacity and TTFT over time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulator.fleet import Fleet
+from simulator.workloads.spec import BatchLoad
+
+
+@dataclass(frozen=True, slots=True)
+class TierOutcome:
+    """One tier over one run (ours or a baseline)."""
+
+    tier: str
+    kind: str  # "serving" or "batch"
+    requests: int  # requests (serving) or tasks (batch) that arrived
+    slo_target_s: float
+    slo_met: int  # requests with TTFT <= target / tasks started within the wait target
+    slo_known: int  # requests whose outcome is known (first token delivered, or already past the target)
+    ttft_p50_s: float | None
+    ttft_p95_s: float | None
+    ttft_p99_s: float | None
+    e2e_p50_s: float | None
+    e2e_p95_s: float | None
+    wait_p50_s: float | None  # batch: queue wait before the first start
+    wait_p95_s: float | None
+    cost: float
+    gpu_hours: float
+    peak_instances: int
+    interruptions: int
+    retries: int
+    lost_tasks: int
+
+    @property
+    def slo_attainment(self) -> float | None:
+        return self.slo_met / self.slo_known if self.slo_known else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "slo_attainment": self.slo_attainment}
+
+
+def _q(values: np.ndarray, q: float) -> float | None:
+    return float(np.quantile(values, q)) if values.shape[0] else None
+
+
+def outcomes(fleet: Fleet, duration_s: float) -> dict[str, TierOutcome]:
+    """Per-tier outcomes of a finished run."""
+    out = {}
+    for name, model in fleet.models.items():
+        meter = fleet.meters[name]
+        hours = fleet.instance_seconds(name) / 3600.0
+        cost = hours * model.price_per_hour
+        gpu_hours = hours * model.gpu_count
+        if isinstance(model.load, BatchLoad):
+            pool = fleet.batch[name]
+            rec = pool.record
+            waits = np.asarray(rec.waits)
+            target = model.load.wait_target
+            met = int((waits <= target).sum())
+            # Tasks still queued at the end: a miss once they have waited longer than the target.
+            overdue = sum(1 for queued in pool.queued_since() if duration_s - queued > target)
+            out[name] = TierOutcome(
+                name, "batch", rec.created, target, met, waits.shape[0] + overdue,
+                None, None, None, None, None, _q(waits, 0.5), _q(waits, 0.95),
+                cost, gpu_hours, meter.peak_ready, meter.interruptions, rec.retries,
+                rec.created - pool.accounted(),
+            )  # fmt: skip
+            continue
+        serving = fleet.serving[name]
+        srec = serving.record
+        ttft = np.concatenate(srec.ttft) if srec.ttft else np.empty(0)
+        e2e = np.concatenate(srec.e2e) if srec.e2e else np.empty(0)
+        target = model.load.ttft_target
+        met = int((ttft <= target).sum())
+        # Requests still without a first token at the end count as misses once past the target.
+        overdue = int((duration_s - serving.awaiting_first_token() > target).sum())
+        out[name] = TierOutcome(
+            name, "serving", srec.arrivals, target, met, ttft.shape[0] + overdue,
+            _q(ttft, 0.5), _q(ttft, 0.95), _q(ttft, 0.99), _q(e2e, 0.5), _q(e2e, 0.95), None, None,
+            cost, gpu_hours, meter.peak_ready, meter.interruptions, srec.retries, 0,
+        )  # fmt: skip
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineOutcome:
+    name: str  # "static", "reactive", "oracle"
+    cost: float
+    gpu_hours: float
+    slo_attainment: float | None  # None for the oracle: a cost bound, met by construction
+
+
+@dataclass(slots=True)
+class Report:
+    """Our run, per tier and in total, with each baseline's cost and SLO attainment."""
+
+    duration_s: float
+    tiers: dict[str, TierOutcome]
+    baselines: dict[str, dict[str, BaselineOutcome]] = field(default_factory=dict)  # tier -> name -> outcome
+    timelines: dict[str, dict[str, Any]] = field(default_factory=dict)  # tier -> series arrays (for the plot)
+
+    def total(self) -> dict[str, Any]:
+        tiers = list(self.tiers.values())
+        known = sum(t.slo_known for t in tiers)
+        total: dict[str, Any] = {
+            "requests": sum(t.requests for t in tiers),
+            "slo_attainment": (sum(t.slo_met for t in tiers) / known) if known else None,
+            "cost": sum(t.cost for t in tiers),
+            "gpu_hours": sum(t.gpu_hours for t in tiers),
+            "interruptions": sum(t.interruptions for t in tiers),
+            "retries": sum(t.retries for t in tiers),
+            "lost_tasks": sum(t.lost_tasks for t in tiers),
+        }
+        for name in ("static", "reactive", "oracle"):
+            costs = [b[name].cost for b in self.baselines.values() if name in b]
+            if len(costs) == len(self.tiers) and costs:
+                total[f"{name}_cost"] = sum(costs)
+                total[f"cost_vs_{name}"] = _ratio(total["cost"], sum(costs))
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        tiers = {}
+        for name, outcome in self.tiers.items():
+            entry = outcome.to_dict()
+            base = self.baselines.get(name, {})
+            entry["baselines"] = {k: asdict(v) for k, v in base.items()}
+            for ref in ("oracle", "static"):
+                if ref in base:
+                    entry[f"cost_vs_{ref}"] = _ratio(outcome.cost, base[ref].cost)
+            tiers[name] = entry
+        return {"duration_s": self.duration_s, "tiers": tiers, "total": self.total()}
+
+    def table(self) -> Any:
+        """A rich Table: one row per tier plus the total."""
+        from rich.table import Table
+
+        table = Table(title=f"Simulated {self.duration_s / 3600:g} h")
+        for col in ("tier", "requests", "SLO met", "TTFT p50/p95/p99", "cost $", "GPU-h", "peak", "interrupts",
+                    "lost", "static $ (SLO)", "reactive $ (SLO)", "oracle $", "÷oracle", "÷static"):  # fmt: skip
+            table.add_column(col, justify="left" if col == "tier" else "right")
+        for name, t in self.tiers.items():
+            base = self.baselines.get(name, {})
+            table.add_row(
+                name,
+                f"{t.requests:,}",
+                _pct(t.slo_attainment),
+                _ttft(t),
+                f"{t.cost:,.2f}",
+                f"{t.gpu_hours:,.1f}",
+                str(t.peak_instances),
+                str(t.interruptions),
+                str(t.lost_tasks),
+                _base(base.get("static")),
+                _base(base.get("reactive")),
+                f"{base['oracle'].cost:,.2f}" if "oracle" in base else "-",
+                _fmt_ratio(_ratio(t.cost, base["oracle"].cost) if "oracle" in base else None),
+                _fmt_ratio(_ratio(t.cost, base["static"].cost) if "static" in base else None),
+            )
+        tot = self.total()
+        table.add_row(
+            "total", f"{tot['requests']:,}", _pct(tot["slo_attainment"]), "", f"{tot['cost']:,.2f}",
+            f"{tot['gpu_hours']:,.1f}", "", str(tot["interruptions"]), str(tot["lost_tasks"]),
+            f"{tot['static_cost']:,.2f}" if "static_cost" in tot else "-",
+            f"{tot['reactive_cost']:,.2f}" if "reactive_cost" in tot else "-",
+            f"{tot['oracle_cost']:,.2f}" if "oracle_cost" in tot else "-",
+            _fmt_ratio(tot.get("cost_vs_oracle")), _fmt_ratio(tot.get("cost_vs_static")),
+        )  # fmt: skip
+        return table
+
+    def plot(self, path: str | Path) -> Path:
+        """PNG: per tier, load and capacity (instances) over time, and TTFT p95 (or queue) against the target."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        names = list(self.tiers)
+        fig, axes = plt.subplots(len(names), 2, figsize=(13, 3.2 * len(names)), squeeze=False)
+        for row, name in enumerate(names):
+            series = self.timelines.get(name, {})
+            if not series:
+                continue
+            hours = series["t"] / 3600.0
+            left, right = axes[row]
+            left.plot(hours, series["load"], lw=0.8, color="tab:blue", label="load per min")
+            left.set_ylabel("arrivals / min")
+            cap = left.twinx()
+            cap.step(hours, series["ready"], where="post", color="tab:green", lw=1.2, label="ready instances")
+            if "billed" in series:
+                cap.step(hours, series["billed"], where="post", color="tab:olive", lw=0.8, ls="--", label="billed")
+            cap.set_ylabel("instances")
+            left.set_title(f"{name}: load and capacity")
+            left.set_xlabel("hours")
+            target = self.tiers[name].slo_target_s
+            if self.tiers[name].kind == "serving":
+                right.plot(series["t_q"] / 3600.0, series["ttft_p95"], lw=0.8, color="tab:red", label="TTFT p95 / min")
+                right.axhline(target, color="black", ls=":", lw=1, label="target")
+                right.set_yscale("log")
+                right.set_ylabel("seconds")
+                right.set_title(f"{name}: TTFT p95 per minute")
+            else:
+                right.plot(hours, series["queue"], lw=0.8, color="tab:purple", label="queue depth")
+                right.plot(hours, series["running"], lw=0.8, color="tab:orange", label="in flight")
+                right.set_title(f"{name}: Celery queue")
+            right.set_xlabel("hours")
+            right.legend(loc="upper right", fontsize=7)
+        fig.tight_layout()
+        out = Path(path)
+        fig.savefig(out, dpi=110)
+        plt.close(fig)
+        return out
+
+
+def timelines(fleet: Fleet) -> dict[str, dict[str, Any]]:
+    """Per-tier series for the plot: arrivals per minute, ready instances, TTFT p95 per minute or queue."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in fleet.models:
+        pool = fleet.serving.get(name) or fleet.batch[name]
+        rows = np.asarray(pool.record.timeline, dtype=np.float64).reshape(-1, 5)
+        if not rows.shape[0]:
+            continue
+        t = rows[:, 0]
+        minute = np.floor((t - 1e-9) / 60.0).astype(np.int64)
+        per_minute = np.bincount(minute, weights=rows[:, 1])  # arrivals per minute, plotted at each tick
+        series: dict[str, Any] = {"t": t, "load": per_minute[minute], "ready": rows[:, 2], "running": rows[:, 3],
+                                  "queue": rows[:, 4]}  # fmt: skip
+        meter = fleet.meters[name]
+        if meter.billed_timeline:
+            billed = np.asarray(meter.billed_timeline, dtype=np.float64)
+            series["billed"] = np.interp(t, billed[:, 0], billed[:, 1])
+        if name in fleet.serving:
+            rec = fleet.serving[name].record
+            at = np.concatenate(rec.ttft_at) if rec.ttft_at else np.empty(0)
+            values = np.concatenate(rec.ttft) if rec.ttft else np.empty(0)
+            minute = np.floor(at / 60.0).astype(np.int64)
+            order = np.argsort(minute, kind="stable")
+            minute, values = minute[order], values[order]
+            keys, starts = np.unique(minute, return_index=True)
+            bounds = np.append(starts, minute.shape[0])
+            p95 = np.array([np.quantile(values[a:b], 0.95) for a, b in itertools.pairwise(bounds.tolist())])
+            series["t_q"] = keys * 60.0 + 30.0
+            series["ttft_p95"] = p95
+        out[name] = series
+    return out
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.2f}%"
+
+
+def _fmt_ratio(x: float | None) -> str:
+    return "-" if x is None or math.isnan(x) else f"{x:.2f}×"
+
+
+def _ttft(t: TierOutcome) -> str:
+    if t.kind == "batch":
+        return "-" if t.wait_p95_s is None else f"wait p95 {t.wait_p95_s:.0f}s"
+    if t.ttft_p50_s is None:
+        return "-"
+    return f"{t.ttft_p50_s * 1e3:.0f}/{(t.ttft_p95_s or 0) * 1e3:.0f}/{(t.ttft_p99_s or 0) * 1e3:.0f} ms"
+
+
+def _base(b: BaselineOutcome | None) -> str:
+    if b is None:
+        return "-"
+    return f"{b.cost:,.2f} ({_pct(b.slo_attainment)})"
+
+
+def build_report(
+    fleet: Fleet, duration_s: float, baselines: Mapping[str, Mapping[str, BaselineOutcome]] | None = None
+) -> Report:
+    return Report(
+        duration_s=duration_s,
+        tiers=outcomes(fleet, duration_s),
+        baselines={k: dict(v) for k, v in (baselines or {}).items()},
+        timelines=timelines(fleet),
+    )

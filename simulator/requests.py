@@ -1,0 +1,120 @@
+"""Requests as rows of one float64 matrix, so a tick's worth of them moves through the model at once.
+
+One matrix (not one array per field) because selecting, sorting and joining requests is what the model
+does most: each is a single numpy call on the matrix instead of one per field. Integer fields (token
+counts, session ids) are stored exactly as floats (exact up to 2**53).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+# Columns. Times are virtual seconds since the simulation start.
+T = 0  # when it reaches the load balancer (a retry arrives again, later)
+ORIGIN = 1  # when the client first sent it: TTFT and end-to-end latency count from here
+N_IN = 2
+N_OUT = 3
+N_CACHED = 4  # prompt tokens found in the prefix cache (no prefill compute)
+SESSION = 5  # closed-loop session id, -1 for open-loop traffic
+ROUND = 6  # index of this request within its session during the current tick (-1: from an earlier tick)
+U = 7  # uniform 0-1: where in the current engine step the request lands
+OVERHEAD = 8  # client-side seconds (HTTP, chat template, tokenisation, streaming) the engine never sees
+RETRIES = 9
+TTFT_DONE = 10  # 1 once the first token was delivered (a retry after that does not count TTFT again)
+INST = 11  # instance slot it was routed to (-1: none yet)
+ADMITTED = 12  # 1 while it holds a sequence slot (prefilling or decoding); 0 = vLLM "waiting"
+FIRST = 13  # first-token time (NaN until admitted)
+REMAINING = 14  # decode tokens still to generate after the first token, as of the last tick boundary
+COLUMNS = 15
+
+
+class Requests:
+    """A set of requests (rows). Per-request random figures are drawn once, when the request is created,
+    so re-simulating a tick gives the same answer for the same request."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: FloatArray) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return int(self.data.shape[0])
+
+    def col(self, c: int) -> FloatArray:
+        return self.data[:, c]
+
+    def icol(self, c: int) -> IntArray:
+        return self.data[:, c].astype(np.int64)
+
+    def take(self, index: npt.NDArray[np.integer] | npt.NDArray[np.bool_] | slice) -> Requests:
+        return Requests(self.data[index])
+
+    def sorted_by_time(self) -> Requests:
+        return Requests(self.data[np.argsort(self.data[:, T], kind="stable")])
+
+    @staticmethod
+    def concat(parts: list[Requests]) -> Requests:
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return empty()
+        if len(parts) == 1:
+            return parts[0]
+        return Requests(np.concatenate([p.data for p in parts]))
+
+
+def empty() -> Requests:
+    return Requests(np.empty((0, COLUMNS)))
+
+
+def fresh(
+    t: npt.ArrayLike,
+    n_in: npt.ArrayLike,
+    n_out: npt.ArrayLike,
+    u: npt.ArrayLike,
+    overhead: npt.ArrayLike,
+    *,
+    n_cached: npt.ArrayLike = 0.0,
+    session: npt.ArrayLike = -1.0,
+    round_: npt.ArrayLike = 0.0,
+) -> Requests:
+    """New requests first sent at ``t`` (arrays of equal length, or scalars for the keyword fields)."""
+    times = np.asarray(t, dtype=np.float64)
+    data = np.empty((times.shape[0], COLUMNS))
+    data[:, T] = times
+    data[:, ORIGIN] = times
+    data[:, N_IN] = np.maximum(n_in, 1)
+    data[:, N_OUT] = np.maximum(n_out, 1)
+    data[:, N_CACHED] = n_cached
+    data[:, SESSION] = session
+    data[:, ROUND] = round_
+    data[:, U] = u
+    data[:, OVERHEAD] = overhead
+    data[:, RETRIES] = 0.0
+    data[:, TTFT_DONE] = 0.0
+    data[:, INST] = -1.0
+    data[:, ADMITTED] = 0.0
+    data[:, FIRST] = np.nan
+    data[:, REMAINING] = data[:, N_OUT] - 1.0
+    return Requests(data)
+
+
+def draw_fresh(
+    t: npt.ArrayLike,
+    n_in: npt.ArrayLike,
+    n_out: npt.ArrayLike,
+    rng: np.random.Generator,
+    overhead_median: float,
+    overhead_sigma: float,
+    *,
+    n_cached: npt.ArrayLike = 0.0,
+) -> Requests:
+    """New open-loop requests; draws their per-request random figures from ``rng``."""
+    times = np.asarray(t, dtype=np.float64)
+    n = times.shape[0]
+    overhead = overhead_median * np.exp(overhead_sigma * rng.standard_normal(n)) if overhead_median > 0 else 0.0
+    return fresh(times, n_in, n_out, rng.random(n), overhead, n_cached=n_cached)

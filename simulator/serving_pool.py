@@ -1,0 +1,342 @@
+"""A serving tier's instances: membership, least-connections routing, ticks, signals and records."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from policies.types import Signals
+from simulator.instance_model import EngineProfile
+from simulator.latency_histogram import LatencyHistogram
+from simulator.requests import (
+    ADMITTED,
+    FIRST,
+    INST,
+    N_CACHED,
+    N_IN,
+    N_OUT,
+    ORIGIN,
+    OVERHEAD,
+    REMAINING,
+    RETRIES,
+    ROUND,
+    SESSION,
+    TTFT_DONE,
+    FloatArray,
+    IntArray,
+    Requests,
+    U,
+    empty,
+)
+from simulator.requests import T as COL_T
+from simulator.serving_tick import Estimates, TickResult, lane_for, simulate_tick
+
+MAX_CLOSED_LOOP_PASSES = 4
+REPASS_CHANGE = 0.5  # re-run an open-loop tick when the batch estimate was off by more than this
+TOLERATED_MISMATCH = 0.02  # share of a tick's closed-loop requests the forecast may get wrong without a re-run
+
+
+class OpenSource(Protocol):
+    """Traffic that does not wait for answers (traces, Poisson)."""
+
+    def arrivals(self, t0: float, t1: float) -> Requests: ...
+
+
+class ClosedSource(Protocol):
+    """Sessions that send their next request a think time after the previous answer."""
+
+    closed_loop: bool
+
+    def begin_tick(self, t0: float, t1: float) -> Requests: ...
+
+    def next_sends(
+        self, session: IntArray, round_: IntArray, end: FloatArray, t1: float
+    ) -> tuple[IntArray, IntArray, FloatArray]:
+        """(session, round, time) of the requests sent before ``t1`` after answers to ``round_`` at ``end``."""
+        ...
+
+    def figures(self, session: IntArray, round_: IntArray) -> tuple[FloatArray, ...]:
+        """(prompt tokens to compute, output tokens, step phase u, client overhead) of those requests."""
+        ...
+
+    def make(self, session: IntArray, round_: IntArray, t: FloatArray) -> Requests: ...
+
+    def commit(self, sent: Requests, done: Requests, done_end: FloatArray, t1: float) -> None: ...
+
+
+def least_connections(loads: np.ndarray, n: int) -> IntArray:
+    """Which of ``len(loads)`` instances each of ``n`` arrivals goes to, in order (nginx ``least_conn``).
+
+    Each arrival goes to the instance with the fewest connections so far, ties to the lowest index.
+    Connections finishing during the tick are not subtracted (routing sees counts from the tick start).
+    """
+    k = loads.shape[0]
+    if n == 0:
+        return np.empty(0, dtype=np.int64)
+    if k == 1:
+        return np.zeros(n, dtype=np.int64)
+    base = loads.astype(np.int64)
+    level = int(np.ceil((base.sum() + n) / k)) + 1
+    extra = np.maximum(level - base, 0)
+    inst = np.repeat(np.arange(k), extra)
+    starts = np.cumsum(extra) - extra
+    levels = base[inst] + (np.arange(inst.shape[0]) - starts[inst])
+    order = np.lexsort((inst, levels))[:n]
+    return inst[order]
+
+
+@dataclass(slots=True)
+class PoolRecord:
+    """What a pool saw, for the report: per-request samples and a per-tick timeline."""
+
+    ttft_at: list[FloatArray] = field(default_factory=list)
+    ttft: list[FloatArray] = field(default_factory=list)
+    e2e: list[FloatArray] = field(default_factory=list)
+    timeline: list[tuple[float, int, int, int, int]] = field(default_factory=list)  # t1, arrivals, ready, run, wait
+    arrivals: int = 0
+    retries: int = 0
+
+
+class ServingPool:
+    """Instances of one serving tier, all with the same engine profile."""
+
+    def __init__(self, profile: EngineProfile, window_s: float = 60.0) -> None:
+        self.profile = profile
+        self.window_s = window_s
+        self._ids: list[str] = []
+        self._slot_of: dict[str, int] = {}
+        self._routable = np.zeros(0, dtype=np.bool_)
+        self._retired: set[int] = set()
+        self._est = Estimates(np.zeros(0), np.zeros(0), np.zeros(0))
+        self._prefill_free = np.zeros(0)
+        self._inflight = empty()
+        self._unrouted = empty()  # requests with no instance to go to (held at the load balancer)
+        self._window: deque[tuple[float, np.ndarray, int]] = deque()
+        self._hist = LatencyHistogram()
+        self._window_arrivals = 0
+        self._last_arrivals = 0
+        self.record = PoolRecord()
+
+    # ---- membership -------------------------------------------------------------------------------------
+    @property
+    def ready_ids(self) -> list[str]:
+        return [i for i, s in self._slot_of.items() if self._routable[s]]
+
+    def set_instances(self, ready: Iterable[str], draining: Iterable[str] = (), now: float = 0.0) -> None:
+        """Make ``ready`` the routable set and ``draining`` finish their work without new requests.
+
+        A ready instance that vanishes without draining lost its work: its requests are retried elsewhere.
+        A draining instance that vanishes finishes its requests (vLLM's graceful shutdown) before it goes.
+        """
+        ready_set, drain_set = set(ready), set(draining)
+        known = ready_set | drain_set
+        for iid in sorted(known):
+            if iid not in self._slot_of:
+                self._add_slot(iid)
+        vanished = [i for i, s in self._slot_of.items() if i not in known and self._routable[s]]
+        if vanished:
+            self.interrupt(vanished, now)
+        self._retired = {s for i, s in self._slot_of.items() if i not in known}
+        for iid, slot in self._slot_of.items():
+            self._routable[slot] = iid in ready_set and iid not in drain_set
+
+    def interrupt(self, ids: Iterable[str], now: float) -> int:
+        """Instances lost without notice (spot preemption): their requests go back to the balancer."""
+        slots = [self._slot_of.pop(i) for i in ids if i in self._slot_of]
+        if not slots:
+            return 0
+        self._routable[slots] = False
+        self._retired.difference_update(slots)
+        lost = np.isin(self._inflight.icol(INST), slots)
+        if not lost.any():
+            return 0
+        moved = self._inflight.data[lost].copy()
+        moved[:, COL_T] = np.maximum(moved[:, COL_T], now)
+        moved[:, RETRIES] += 1
+        moved[:, INST], moved[:, ADMITTED], moved[:, FIRST] = -1.0, 0.0, np.nan
+        moved[:, REMAINING] = moved[:, N_OUT] - 1.0
+        self._unrouted = Requests.concat([self._unrouted, Requests(moved)])
+        self._inflight = Requests(self._inflight.data[~lost])
+        self.record.retries += moved.shape[0]
+        return int(moved.shape[0])
+
+    def _add_slot(self, iid: str) -> None:
+        self._slot_of[iid] = len(self._ids)
+        self._ids.append(iid)
+        self._routable = np.append(self._routable, True)
+        est = self._est
+        self._est = Estimates(
+            np.append(est.batch, 0.0), np.append(est.kv_tokens, 0.0), np.append(est.prefill_busy, 0.0)
+        )
+        self._prefill_free = np.append(self._prefill_free, -np.inf)
+
+    # ---- time --------------------------------------------------------------------------------------------
+    def advance(self, t0: float, t1: float, source: OpenSource | ClosedSource | None) -> None:
+        """Move the tier from ``t0`` to ``t1`` under ``source``'s traffic."""
+        self._prefill_free = np.maximum(self._prefill_free, t0 - 1.0)
+        if source is not None and getattr(source, "closed_loop", False):
+            result, sent = self._advance_closed(t0, t1, source)  # type: ignore[arg-type]
+        else:
+            sent = source.arrivals(t0, t1) if source is not None else empty()  # type: ignore[union-attr]
+            result = self._run(t0, t1, sent, self._est)
+            if self._estimate_was_off(result.during):
+                result = self._run(t0, t1, sent, result.during)
+        self._commit(t1, result, sent)
+
+    def _advance_closed(self, t0: float, t1: float, source: ClosedSource) -> tuple[TickResult, Requests]:
+        """Sessions answer within the tick and send again: find the tick's requests, then simulate them.
+
+        A cheap forecast of every round (no prefill queueing) gives the set of requests; the full model then
+        runs once, and again only if its answers add or remove more than a few requests (a reply landing
+        right at the tick's edge). The few left over are fixed up at commit (the session's next request
+        goes out a little early or late).
+        """
+        first = source.begin_tick(t0, t1)
+        s, r, t = self._forecast_rounds(t0, t1, first, source)
+        sent = Requests.concat([first, source.make(s, r, t)])
+        keys = _keys(sent.icol(SESSION), sent.icol(ROUND))
+        result = self._run(t0, t1, sent, self._est)
+        for _ in range(MAX_CLOSED_LOOP_PASSES):
+            done = result.done
+            s, r, t = source.next_sends(done.icol(SESSION), done.icol(ROUND), result.done_end, t1)
+            new_keys = _keys(np.concatenate([first.icol(SESSION), s]), np.concatenate([first.icol(ROUND), r]))
+            differ = np.setxor1d(keys, new_keys, assume_unique=True).shape[0]
+            if differ <= TOLERATED_MISMATCH * max(new_keys.shape[0], 1):
+                break
+            keys, sent = new_keys, Requests.concat([first, source.make(s, r, t)])
+            result = self._run(t0, t1, sent, self._est)
+        source.commit(sent, result.done, result.done_end, t1)
+        return result, sent
+
+    def _forecast_rounds(
+        self, t0: float, t1: float, first: Requests, source: ClosedSource
+    ) -> tuple[IntArray, IntArray, FloatArray]:
+        """Every follow-up request of the tick, from a latency forecast without prefill queueing."""
+        no_int = np.empty(0, dtype=np.int64)
+        if not self._routable.any():
+            return no_int, no_int, np.empty(0)
+        routable = self._routable
+        lane, rate = lane_for(self.profile, self._est)
+        d = self._inflight.data
+        on = (d[:, ADMITTED] > 0) & (d[:, SESSION] >= 0)
+        inst = d[on, INST].astype(np.int64)
+        end = t0 + np.maximum(d[on, FIRST] - t0, 0.0) + d[on, REMAINING] / rate[inst] + d[on, OVERHEAD]
+        session, round_ = d[on, SESSION].astype(np.int64), d[on, ROUND].astype(np.int64)
+        # Averages over the ready instances stand in for whichever instance a request will land on.
+        step, free, chunk, r = (float(x[routable].mean()) for x in (lane.step, lane.free, lane.chunk, rate))
+        cur_s, cur_r, cur_t = first.icol(SESSION), first.icol(ROUND), first.col(COL_T)
+        out_s, out_r, out_t = [], [], []
+        for generation in range(1024):
+            if cur_s.shape[0]:
+                if generation:
+                    prompt, n_out, u, overhead = source.figures(cur_s, cur_r)
+                else:
+                    prompt = np.maximum(first.col(N_IN) - first.col(N_CACHED), 1.0)
+                    n_out, u, overhead = first.col(N_OUT), first.col(U), first.col(OVERHEAD)
+                extra = self.profile.prefill_extra_s(prompt, np.full(1, free), np.full(1, chunk))
+                cur_end = cur_t + (u + 1.0) * step + extra + (n_out - 1.0) / r + overhead
+                session = np.concatenate([session, cur_s])
+                round_ = np.concatenate([round_, cur_r])
+                end = np.concatenate([end, cur_end])
+            cur_s, cur_r, cur_t = source.next_sends(session, round_, end, t1)
+            if not cur_s.shape[0]:
+                break
+            out_s.append(cur_s)
+            out_r.append(cur_r)
+            out_t.append(cur_t)
+            session, round_, end = no_int, no_int, np.empty(0)
+        if not out_s:
+            return no_int, no_int, np.empty(0)
+        return np.concatenate(out_s), np.concatenate(out_r), np.concatenate(out_t)
+
+    def _estimate_was_off(self, during: Estimates) -> bool:
+        used = self._est
+        if during.batch.shape != used.batch.shape or not during.batch.shape[0]:
+            return False
+        diff = np.abs(during.batch - used.batch) / np.maximum(used.batch, 16.0)
+        return bool(diff.max() > REPASS_CHANGE)
+
+    def _run(self, t0: float, t1: float, arrivals: Requests, est: Estimates) -> TickResult:
+        routable = np.flatnonzero(self._routable)
+        if routable.shape[0]:
+            incoming = Requests.concat([self._unrouted, arrivals]).sorted_by_time()
+            loads = np.bincount(self._inflight.icol(INST), minlength=len(self._ids))[routable]
+            incoming.data[:, INST] = routable[least_connections(loads, len(incoming))]
+        else:
+            incoming = empty()
+        return simulate_tick(self.profile, est, self._prefill_free, self._inflight, incoming, t0, t1)
+
+    def _commit(self, t1: float, result: TickResult, sent: Requests) -> None:
+        if self._routable.any():
+            self._unrouted = empty()
+        else:
+            self._unrouted = Requests.concat([self._unrouted, sent])
+        self._inflight = result.inflight
+        self._prefill_free = result.prefill_free
+        self._est = result.at_end
+        if self._retired:  # instances removed while draining go once they are empty
+            busy = np.bincount(self._inflight.icol(INST), minlength=len(self._ids)) > 0
+            for slot in [s for s in self._retired if not busy[s]]:
+                self._retired.discard(slot)
+                self._slot_of.pop(self._ids[slot], None)
+        rec = self.record
+        n_new = int((sent.col(RETRIES) == 0).sum())
+        rec.arrivals += n_new
+        self._last_arrivals = n_new
+        rec.ttft_at.append(result.ttft_at.astype(np.float32))
+        rec.ttft.append(result.ttft.astype(np.float32))
+        rec.e2e.append(result.done_e2e.astype(np.float32))
+        # Sliding window of TTFT as a histogram, like vLLM's own metric read over `window_s`.
+        counts = self._hist.counts(result.ttft)
+        self._hist.add(counts)
+        self._window.append((t1, counts, n_new))
+        self._window_arrivals += n_new
+        while self._window and self._window[0][0] <= t1 - self.window_s:
+            _, old, n_old = self._window.popleft()
+            self._hist.remove(old)
+            self._window_arrivals -= n_old
+        running = int((self._inflight.col(ADMITTED) > 0).sum())
+        waiting_now = len(self._inflight) - running + len(self._unrouted)
+        rec.timeline.append((t1, n_new, int(self._routable.sum()), running, waiting_now))
+
+    # ---- observation -------------------------------------------------------------------------------------
+    def awaiting_first_token(self) -> FloatArray:
+        """Origins of the requests that have not had their first token yet (in instances or unrouted)."""
+        d = self._inflight.data
+        return np.concatenate([d[d[:, TTFT_DONE] == 0, ORIGIN], self._unrouted.data[:, ORIGIN]])
+
+    def in_flight_by_instance(self) -> dict[str, int]:
+        counts = np.bincount(self._inflight.icol(INST), minlength=len(self._ids))
+        return {iid: int(counts[s]) for iid, s in self._slot_of.items()}
+
+    def signals(self) -> Signals:
+        """What the ready instances' vLLM /metrics would say, aggregated over the tier (None = no source)."""
+        ready = int(self._routable.sum())
+        d = self._inflight.data
+        admitted = d[:, ADMITTED] > 0
+        running = float(admitted.sum())
+        waiting_now = float(d.shape[0] - running + len(self._unrouted))
+        kv = None
+        if ready:
+            on = admitted & self._routable[d[:, INST].astype(np.int64)]
+            used = (d[on, N_IN] + d[on, N_OUT] - d[on, REMAINING]).sum()
+            kv = float(min(used / (ready * self.profile.kv_capacity_tokens), 1.0))
+        q = self._hist.quantiles((0.5, 0.95, 0.99))
+        return Signals(
+            ttft_p50_s=q[0] if q else None,
+            ttft_p95_s=q[1] if q else None,
+            ttft_p99_s=q[2] if q else None,
+            requests_waiting=waiting_now if ready else None,
+            requests_running=running if ready else None,
+            kv_cache_usage=kv,
+            arrivals=float(self._last_arrivals),
+            request_rate=self._window_arrivals / self.window_s,
+        )
+
+
+def _keys(session: IntArray, round_: IntArray) -> np.ndarray:
+    return np.unique(session * 4096 + round_)

@@ -1,0 +1,1 @@
+"""Workloads: what each tier is asked to do over virtual time (YAML spec, shapes, traces, sources)."""

@@ -1,0 +1,236 @@
+"""The workload file: what each tier is asked to do over the simulated period.
+
+```yaml
+seed: 7
+start: "2026-03-16T00:00:00-04:00"   # a Monday, local midnight in New York
+duration: 24h
+tiers:
+  orchestrator: {kind: sessions, sessions: 100, think_time: [100ms, 500ms], ...}
+  chat: {kind: trace, path: ../../shared/traces/azure-llm-2023-conv.csv, repeat: 0}
+  research: {kind: batch, bursts: [{at: 1h, tasks: 500, over: 1m}], task_time: {mean: 40, cv: 0.5}}
+```
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from policies.durations import Duration
+from simulator.workloads.shapes import Shape
+from simulator.workloads.tokens import TokenDist
+
+DEFAULT_START = "2026-03-16T00:00:00+00:00"  # a Monday
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Tokens(_Strict):
+    """A token count: a number, or ``{mean, cv, min, max}`` for a lognormal spread."""
+
+    mean: float = Field(gt=0)
+    cv: float = Field(0.0, ge=0, le=5)
+    min: int = Field(1, ge=1)
+    max: int | None = Field(None, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_number(cls, value: Any) -> Any:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return {"mean": value}
+        return value
+
+    def dist(self) -> TokenDist:
+        return TokenDist(self.mean, self.cv, self.min, self.max)
+
+
+class TaskTime(_Strict):
+    """How long one batch task runs: seconds (or a duration), or ``{mean, cv}`` (lognormal)."""
+
+    mean: Duration
+    cv: float = Field(0.0, ge=0, le=5)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_scalar(cls, value: Any) -> Any:
+        if isinstance(value, int | float | str) and not isinstance(value, bool):
+            return {"mean": value}
+        return value
+
+
+class _Serving(_Strict):
+    ttft_target: Duration = 0.5  # the TTFT SLO: a request meets it when its first token arrives within this
+    shape: list[Shape] = Field(default_factory=list)
+
+
+class SessionsLoad(_Serving):
+    """Closed loop: ``sessions`` users (× the shape), each sending the next request a think time after the
+    previous answer."""
+
+    kind: Literal["sessions"]
+    sessions: int = Field(gt=0, le=100_000)
+    think_time: tuple[Duration, Duration] = (0.1, 0.5)
+    input_tokens: Tokens = Tokens.model_validate({"mean": 600})
+    output_tokens: Tokens = Tokens.model_validate({"mean": 350})
+    prefix_cache_hit: float = Field(0.0, ge=0, lt=1)  # share of each prompt already in vLLM's prefix cache
+
+    @field_validator("think_time")
+    @classmethod
+    def _ordered(cls, value: tuple[float, float]) -> tuple[float, float]:
+        if value[0] > value[1]:
+            raise ValueError(f"expected [min, max] with min <= max, got {list(value)}")
+        return value
+
+
+class PoissonLoad(_Serving):
+    """Open loop: requests arrive at ``rate`` per second (× the shape), independently of answers."""
+
+    kind: Literal["poisson"]
+    rate: float = Field(gt=0)
+    input_tokens: Tokens = Tokens.model_validate({"mean": 600})
+    output_tokens: Tokens = Tokens.model_validate({"mean": 350})
+    prefix_cache_hit: float = Field(0.0, ge=0, lt=1)
+
+
+class TraceLoad(_Serving):
+    """Open loop: replay a recorded trace (Azure CSV or Mooncake JSONL), read where it lies."""
+
+    kind: Literal["trace"]
+    path: str
+    format: Literal["auto", "azure", "mooncake"] = "auto"
+    rate_scale: float = Field(1.0, gt=0, le=1000)  # < 1 thins, > 1 replicates requests
+    time_scale: float = Field(1.0, gt=0, le=1000)  # > 1 stretches the trace in time
+    repeat: int = Field(1, ge=0)  # tile the trace this many times; 0 = fill the whole duration
+    offset: Duration = 0.0  # start the replay this long after the simulation start
+    prefix_cache_hit: float | None = Field(None, ge=0, lt=1)  # None: from the trace (Mooncake hash_ids)
+
+
+class Burst(_Strict):
+    at: Duration  # after the simulation start
+    tasks: int = Field(gt=0)
+    over: Duration = 60.0
+    every: Duration | None = None  # repeat the burst with this period
+
+
+class BatchLoad(_Strict):
+    """Celery tasks: bursts (and an optional steady ``rate`` × the shape) of tasks that each run
+    ``task_time`` on an instance taking ``concurrency`` tasks at once."""
+
+    kind: Literal["batch"]
+    bursts: list[Burst] = Field(default_factory=list)
+    rate: float = Field(0.0, ge=0)  # tasks per second outside bursts
+    shape: list[Shape] = Field(default_factory=list)
+    task_time: TaskTime = TaskTime.model_validate({"mean": 60.0})
+    concurrency: int = Field(8, gt=0, le=4096)  # tasks one instance runs at once (Celery worker concurrency)
+    wait_target: Duration = 300.0  # a task meets the SLO when it starts within this of being queued
+
+    @model_validator(mode="after")
+    def _has_work(self) -> BatchLoad:
+        if not self.bursts and self.rate <= 0:
+            raise ValueError("a batch load needs `bursts`, a `rate` above 0, or both")
+        return self
+
+
+TierLoad = Annotated[SessionsLoad | PoissonLoad | TraceLoad | BatchLoad, Field(discriminator="kind")]
+_KINDS = "sessions, poisson, trace, batch"
+
+
+class Workload(_Strict):
+    seed: int = 0
+    start: str = DEFAULT_START
+    duration: Duration = 86400.0
+    tiers: dict[str, TierLoad] = Field(min_length=1)
+    base_dir: str = Field(".", exclude=True)  # where relative trace paths start (the workload file's folder)
+
+    @field_validator("start", mode="before")
+    @classmethod
+    def _start_is_a_time(cls, value: Any) -> str:
+        text = value.isoformat() if isinstance(value, datetime) else str(value)
+        try:
+            datetime.fromisoformat(text)
+        except ValueError:
+            raise ValueError(f'expected an ISO time like "2026-03-16T08:00:00-04:00", got {value!r}') from None
+        return text
+
+    @property
+    def start_epoch(self) -> float:
+        stamp = datetime.fromisoformat(self.start)
+        return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
+
+    def trace_path(self, load: TraceLoad) -> Path:
+        """The trace file: ``$VARS`` expanded, relative paths taken from the workload file's folder."""
+        p = Path(os.path.expandvars(load.path)).expanduser()
+        return Path(os.path.normpath(p if p.is_absolute() else Path(self.base_dir) / p))
+
+
+class WorkloadError(ValueError):
+    """A workload problem a person can fix; ``str()`` names the file, the tier and the field."""
+
+    def __init__(self, source: str, problems: list[str]):
+        self.source = source
+        self.problems = problems
+        super().__init__("\n".join(f"{source}: {p}" for p in problems))
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    parts = list(loc)
+    prefix = ""
+    if len(parts) >= 2 and parts[0] == "tiers":
+        prefix = f'tier "{parts[1]}": '
+        parts = parts[2:]
+        if parts and parts[0] in ("sessions", "poisson", "trace", "batch"):
+            parts = parts[1:]  # the discriminator tag pydantic inserts
+    path = ""
+    for part in parts:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in ("constant", "diurnal", "spike", "daily") or str(part).startswith("function-"):
+            continue
+        else:
+            path += f".{part}" if path else str(part)
+    return prefix + (f"{path}: " if path else "")
+
+
+def parse_workload(text: str, source: str = "<workload>", base_dir: str | Path = ".") -> Workload:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise WorkloadError(source, [f"{where}invalid YAML: {getattr(exc, 'problem', None) or exc}"]) from None
+    if not isinstance(data, Mapping) or "tiers" not in data:
+        raise WorkloadError(source, ["expected a mapping with a top-level `tiers:` key"])
+    try:
+        return Workload.model_validate({**data, "base_dir": str(base_dir)})
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            message = re.sub(r"^(Value error|Assertion failed), ", "", err["msg"])
+            if err["type"] == "extra_forbidden":
+                message = "unknown field; remove it or check its spelling (see docs/simulator.md)"
+            elif err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+                message = f"`kind` must be one of: {_KINDS}"
+            elif err["type"] == "missing":
+                message = "required field is missing"
+            elif "input" in err and err["type"] != "value_error" and not isinstance(err["input"], dict | list):
+                message = f"{message}, got {err['input']!r}"
+            problems.append(f"{_where(tuple(err['loc']))}{message}")
+        raise WorkloadError(source, problems) from None
+
+
+def load_workload(path: str | Path) -> Workload:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise WorkloadError(str(p), [f"cannot read the file: {exc.strerror}"]) from None
+    return parse_workload(text, str(p), p.parent)

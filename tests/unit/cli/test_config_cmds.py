@@ -1,0 +1,124 @@
+"""scalectl apply / diff / get / status / describe / events: results, formats, exit codes, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from controller.cli.main import app
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiers.yaml"
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    monkeypatch.setenv("SCALECTL_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("SCALECTL_DATABASE_URL", raising=False)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    return CliRunner()
+
+
+def run(cli: CliRunner, *args: str) -> tuple[int, str, str]:
+    result = cli.invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_the_issue_example_is_accepted_as_written_and_versioned(cli: CliRunner) -> None:
+    code, out, _ = run(cli, "apply", "-f", str(EXAMPLE), "-o", "json")
+    assert code == 0
+    applied = json.loads(out)
+    assert applied["version"] == 1 and applied["changed"] is True
+    assert {t["tier"] for t in applied["tiers"]} == {"orchestrator", "research", "support-daytime"}
+    code, out, _ = run(cli, "apply", "-f", str(EXAMPLE), "-o", "json")
+    assert code == 0 and json.loads(out)["changed"] is False  # same file: no new version
+    code, out, _ = run(cli, "get", "tiers", "-o", "json")
+    tiers = json.loads(out)["tiers"]
+    assert tiers["research"]["policy"]["kind"] == "scale-to-zero"
+    assert tiers["orchestrator"]["policy"]["ttft_p95_max"] == "500ms"
+
+
+def test_diff_exit_codes(cli: CliRunner, tmp_path: Path) -> None:
+    assert run(cli, "diff", "-f", str(EXAMPLE))[0] == 3  # nothing stored yet: everything is new
+    run(cli, "apply", "-f", str(EXAMPLE))
+    code, out, _ = run(cli, "diff", "-f", str(EXAMPLE))
+    assert code == 0 and "no changes" in out
+    changed = tmp_path / "t.yaml"
+    changed.write_text(EXAMPLE.read_text().replace("max: 20", "max: 25"))
+    code, out, _ = run(cli, "diff", "-f", str(changed))
+    assert code == 3
+    assert "tier orchestrator: changed" in out and "+max: 25" in out and "-max: 20" in out
+    code, out, _ = run(cli, "diff", "-f", str(changed), "-o", "json")
+    assert code == 3 and json.loads(out)[0]["after"]["max"] == 25
+
+
+BAD_CASES = {
+    "invalid YAML": ("tiers: [a, b\n", "invalid YAML"),
+    "unknown policy kind": (
+        EXAMPLE.read_text().replace("kind: min-floor", "kind: hyperdrive"),
+        "tier \"orchestrator\": policy: unknown policy kind 'hyperdrive'",
+    ),
+    "inverted bounds": (
+        EXAMPLE.read_text().replace("min: 1\n    max: 20", "min: 30\n    max: 20"),
+        'tier "orchestrator": min (30) is above max (20)',
+    ),
+    "negative bound": (EXAMPLE.read_text().replace("min: 0", "min: -1"), 'tier "research": min:'),
+    "unparsable duration": (
+        EXAMPLE.read_text().replace("idle_after: 5m", "idle_after: five"),
+        'tier "research": policy.idle_after: expected a duration',
+    ),
+    "unparsable cron": (
+        EXAMPLE.read_text().replace('cron: "0 8 * * mon-fri"', 'cron: "every morning"'),
+        'tier "support-daytime": policy.schedule[0].cron: expected a 5-field cron expression',
+    ),
+    "unknown field": (EXAMPLE.read_text().replace("min: 1\n", "min: 1\n    minn: 2\n", 1), "minn: unknown field"),
+    "unknown provider": (EXAMPLE.read_text().replace("[simulated]", "[nebula]", 1), 'unknown provider "nebula"'),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CASES))
+def test_bad_input_names_file_tier_field_exits_2_and_stores_nothing(cli: CliRunner, tmp_path: Path, case: str) -> None:
+    text, expected = BAD_CASES[case]
+    path = tmp_path / "tiers.yaml"
+    path.write_text(text)
+    code, out, err = run(cli, "apply", "-f", str(path))
+    assert code == 2, (out, err)
+    message = " ".join(err.split())  # rich wraps long lines
+    assert str(path) in message.replace(" ", "") or str(path) in message
+    assert " ".join(expected.split()) in message, message
+    assert "Nothing was changed" in message
+    code, out, _ = run(cli, "get", "tiers", "-o", "json")
+    assert code == 0 and json.loads(out) == {"version": None, "tiers": {}}
+
+
+def test_missing_file_is_a_usage_error(cli: CliRunner, tmp_path: Path) -> None:
+    code, _, err = run(cli, "apply", "-f", str(tmp_path / "nope.yaml"))
+    assert code == 2 and "cannot read the file" in err
+
+
+def test_status_describe_and_events_on_an_applied_config(cli: CliRunner) -> None:
+    run(cli, "apply", "-f", str(EXAMPLE))
+    code, out, _ = run(cli, "status", "-o", "json")
+    assert code == 0
+    rows = {r["tier"]: r for r in json.loads(out)}
+    assert rows["research"]["ready"] == 0 and rows["research"]["capacity"] == "spot"
+    code, out, _ = run(cli, "describe", "tier", "research", "-o", "yaml")
+    assert code == 0 and "scale-to-zero" in out
+    code, _, err = run(cli, "describe", "tier", "nope")
+    assert code == 2 and 'unknown tier "nope"' in err
+    code, out, _ = run(cli, "events", "-o", "json")
+    assert code == 0 and {e["kind"] for e in json.loads(out)} == {"tier-added"}
+    code, _, err = run(cli, "events", "--since", "soon")
+    assert code == 2 and "--since" in err
+
+
+def test_unreachable_database_is_a_clean_error_without_the_password(
+    cli: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCALECTL_DATABASE_URL", "postgresql+psycopg://fleet:hunter2secret@127.0.0.1:1/fleet")
+    code, out, err = run(cli, "status")
+    assert code == 1
+    assert "cannot open the database" in err and "127.0.0.1:1" in err
+    assert "hunter2secret" not in err + out

@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rich.console import Console
+
+from simulator.report import BaselineOutcome, Report, TierOutcome
+
+
+def _tier(name: str, kind: str, met: int, known: int, cost: float, lost: int = 0) -> TierOutcome:
+    serving = kind == "serving"
+    return TierOutcome(
+        name, kind, known, 0.5 if serving else 300.0, met, known,
+        0.08 if serving else None, 0.2 if serving else None, 0.3 if serving else None, 1.5 if serving else None,
+        2.5 if serving else None, None if serving else 10.0, None if serving else 100.0,
+        cost, cost / 2.4, 3, 1, 2, lost,
+    )  # fmt: skip
+
+
+def _report() -> Report:
+    tiers = {"chat": _tier("chat", "serving", 990, 1000, 48.0), "jobs": _tier("jobs", "batch", 45, 50, 12.0)}
+    baselines = {
+        "chat": {
+            "static": BaselineOutcome("static", 96.0, 40.0, 0.999),
+            "reactive": BaselineOutcome("reactive", 50.0, 21.0, 0.95),
+            "oracle": BaselineOutcome("oracle", 40.0, 16.7, None),
+        },
+        "jobs": {
+            "static": BaselineOutcome("static", 30.0, 12.5, 1.0),
+            "reactive": BaselineOutcome("reactive", 14.0, 6.0, 0.9),
+            "oracle": BaselineOutcome("oracle", 8.0, 3.3, None),
+        },
+    }
+    t = np.arange(5.0, 3605.0, 5.0)
+    timelines = {
+        "chat": {"t": t, "load": np.full(t.shape, 60.0), "ready": np.full(t.shape, 2.0), "running": t * 0,
+                 "queue": t * 0, "t_q": np.arange(30.0, 3600.0, 60.0), "ttft_p95": np.full(60, 0.2)},
+        "jobs": {"t": t, "load": t * 0, "ready": t * 0, "running": t * 0, "queue": t * 0},
+    }  # fmt: skip
+    return Report(3600.0, tiers, baselines, timelines)
+
+
+def test_totals_and_ratios() -> None:
+    report = _report()
+    total = report.total()
+    assert total["requests"] == 1050
+    assert total["slo_attainment"] == pytest.approx((990 + 45) / 1050)
+    assert total["cost"] == 60.0 and total["oracle_cost"] == 48.0 and total["static_cost"] == 126.0
+    assert total["cost_vs_oracle"] == pytest.approx(60 / 48)
+    assert total["cost_vs_static"] == pytest.approx(60 / 126)
+    assert total["interruptions"] == 2 and total["retries"] == 4
+    d = report.to_dict()
+    assert d["tiers"]["chat"]["cost_vs_oracle"] == pytest.approx(1.2)
+    assert d["tiers"]["jobs"]["slo_attainment"] == pytest.approx(0.9)
+    assert d["tiers"]["chat"]["baselines"]["reactive"]["slo_attainment"] == 0.95
+
+
+def test_table_and_plot(tmp_path: Path) -> None:
+    report = _report()
+    console = Console(record=True, width=220)
+    console.print(report.table())
+    text = console.export_text()
+    assert "chat" in text and "1.20×" in text and "99.00%" in text
+    out = report.plot(tmp_path / "day.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
