@@ -24,6 +24,7 @@ from controller.embedded import bundled_tiers_text
 from controller.http_app import Health, build_http_app
 from controller.metrics import DaemonMetrics
 from controller.reconciler.loop import Reconciler
+from controller.serving_hooks import ServingHooks, build_hooks
 from controller.settings import Settings
 from controller.signals.reading import SignalSource
 from controller.status import fleet_status
@@ -66,6 +67,7 @@ class Daemon:
         self._config_version: int | None = None
         self._started = self.clock.now()
         self.controller: Controller | None = None
+        self.serving: ServingHooks | None = None
 
     # ---- wiring ----------------------------------------------------------------------------------
     def _load_fleet(self, store: Store) -> tuple[FleetConfig, bool]:
@@ -103,6 +105,11 @@ class Daemon:
         fleet, embedded = self._load_fleet(store)
         providers = build_providers(provider_configs(fleet, self.settings), self.clock)
         signals = self._signals(embedded, providers)
+
+        def current_fleet() -> FleetConfig:  # providers added by `scalectl apply` while running count too
+            return self.controller.fleet if self.controller is not None else fleet
+
+        self.serving = build_hooks(self.settings, self.clock, current_fleet)
         reconciler = Reconciler(
             store,
             providers,
@@ -111,7 +118,7 @@ class Daemon:
             key_prefix=self.settings.key_prefix,
             max_concurrent_calls=self.settings.max_concurrent_provider_calls,
             offers_ttl=self.settings.offers_ttl,
-            **_optional_hooks(),
+            **self.serving.reconciler_kwargs(),
         )
         self._config_version = store.config_version()
         return Controller(
@@ -214,6 +221,8 @@ class Daemon:
                 server.should_exit = True
                 await server_task
             await controller.aclose()
+            if self.serving is not None:
+                await self.serving.aclose()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
         log.info("daemon stopped cleanly after %d ticks", self._ticks)
@@ -249,21 +258,7 @@ def _is_bundled(store: Store) -> bool:
         return latest is not None and latest.source == "bundled example tiers"
 
 
-def _optional_hooks() -> dict[str, Any]:
-    """Readiness and drain checks over HTTP, when those modules are present."""
-    hooks: dict[str, Any] = {}
-    try:
-        from controller.readiness import http_drain_check, http_readiness  # type: ignore[attr-defined]
-    except ImportError:
-        return hooks
-    hooks["readiness"] = http_readiness
-    hooks["drain_check"] = http_drain_check
-    return hooks
-
-
 def _webhook_handler(daemon: Daemon) -> Any:
-    try:
-        from controller.webhooks.http import make_handler  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return None
+    from controller.webhooks.http import make_handler
+
     return make_handler(daemon)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -35,6 +36,19 @@ class Settings(BaseSettings):
     max_concurrent_provider_calls: int = Field(32, ge=1)
     webhook_secret_env: str = "SCALECTL_WEBHOOK_SECRET"
     webhook_secret_file: Path | None = None
+    eventbridge_token_env: str = "SCALECTL_EVENTBRIDGE_TOKEN"
+    eventbridge_token_file: Path | None = None
+    # Serving path (docs/operations.md): where ready instances are routed.
+    routing: Literal["none", "nginx"] = Field("none", description="Load balancer kept in step with ready instances")
+    routing_conf_dir: Path = Field(Path("/etc/nginx/scalectl"), description="nginx: one scalectl-<tier>.conf each")
+    routing_main_conf: Path | None = Field(None, description="nginx: the nginx.conf to test and reload (-c)")
+    routing_prefix: Path | None = Field(None, description="nginx: prefix directory (-p) for a private nginx")
+    routing_nginx_bin: str = "nginx"
+    routing_reload_command: list[str] | None = Field(None, description='e.g. ["systemctl", "reload", "nginx"]')
+    routing_test_command: list[str] | None = Field(None, description="default: nginx [-p] [-c] -t -q")
+    routing_listen: dict[str, str] = Field(
+        default_factory=dict, description='tier -> listen address for a generated server block, e.g. {"chat": "8080"}'
+    )
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -1,0 +1,262 @@
+"""The serving path, wired into the reconciler: what each new instance boots, when it is ready, when a
+draining one has finished its requests, and where the load balancer sends traffic.
+
+``build_hooks`` returns a :class:`ServingHooks`; ``reconciler_kwargs()`` are the Reconciler's hook
+arguments and ``aclose()`` releases the HTTP client the probes share.
+
+- bootstrap: one server description per tier (tuned ``vllm serve`` arguments), rendered in the form the
+  provider's type takes: container image + args, cloud-init user data, or the stand-in arguments the
+  local provider reads.
+- readiness: ``/health`` 200 and ``/v1/models`` listing the served model with the launched max-model-len.
+- drain: ``/metrics`` read with the signal scraper's parser; running + waiting requests, None when the
+  server cannot be read. An instance still in the load balancer's configuration is never drained: on the
+  tick it starts draining the routes are rewritten only after the drain check, so an idle moment there must
+  not let it be deleted while the proxy still sends to it.
+- routing: a RoutingTarget from the settings (nginx), one upstream per tier.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import httpx
+
+from clocks import Clock
+from controller.bootstrap.cloud_init import render_user_data
+from controller.bootstrap.container import container_args, container_env
+from controller.bootstrap.render import describe_tier_server, render_bootstrap
+from controller.config import IMPLICIT_PROVIDERS, FleetConfig, TierSpec
+from controller.readiness import ReadinessProbe
+from controller.routing import Endpoint, NginxTarget, RoutingTarget, TierRoute
+from controller.settings import Settings
+from controller.signals.vllm_scraper import VllmScraper
+from controller.store.models import InstanceRecord
+from providers.base import Bootstrap, Offer
+from sizing.errors import SizingError
+from sizing.gpus import UnknownGpu
+from sizing.server import ServerDescription
+from sizing.vllm_args import SEQS_PER_TARGET
+
+log = logging.getLogger("scalectl.serving")
+
+BootstrapForm = Literal["container", "cloud-init", "local", "none", "all"]
+# Which bootstrap form each provider type takes (providers/*.py read exactly these fields).
+FORM_BY_TYPE: dict[str, BootstrapForm] = {
+    "runpod": "container",
+    "vastai": "container",
+    "aws": "cloud-init",
+    "lambda": "cloud-init",
+    "spheron": "cloud-init",
+    "local": "local",
+    "simulated": "none",
+}
+PROBE_TIMEOUT = 5.0
+METRICS_TIMEOUT = 2.0
+FleetSource = Callable[[], FleetConfig]
+
+
+# ---- what a tier's server is (pure) ---------------------------------------------------------------
+def describe_server(tier: TierSpec) -> tuple[ServerDescription, str | None]:
+    """The tuned description, or, when the tier cannot be sized (a model the catalogue lacks, an unknown
+    GPU), plain arguments from the ``serving:`` block and the reason tuning failed."""
+    try:
+        return describe_tier_server(tier), None
+    except (SizingError, UnknownGpu) as exc:
+        serving = tier.serving
+        args = [
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(serving.port),
+            "--max-model-len",
+            str(serving.effective_max_model_len),
+            "--max-num-seqs",
+            str(math.ceil(serving.target_concurrency * SEQS_PER_TARGET)),
+            "--gpu-memory-utilization",
+            f"{serving.gpu_memory_utilization:g}",
+        ]
+        if serving.graceful_shutdown and tier.drain_timeout:
+            args += ["--shutdown-timeout", str(int(tier.drain_timeout))]
+        desc = ServerDescription(
+            model=serving.model,
+            args=(*args, *serving.extra_args),
+            port=serving.port,
+            image=serving.image,
+            env={"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1"},
+            secret_env=(serving.hf_token_env,) if serving.hf_token_env else (),
+            cache_dir=serving.model_cache_dir,
+            stop_timeout=int(tier.drain_timeout) + 30,
+        )
+        return desc, str(exc)
+
+
+def arg_value(args: Sequence[str], flag: str) -> str | None:
+    """The value of ``flag`` (the last one wins, as with argparse), ``--flag V`` or ``--flag=V``."""
+    found = None
+    for i, token in enumerate(args):
+        if token == flag and i + 1 < len(args):
+            found = args[i + 1]
+        elif token.startswith(flag + "="):
+            found = token.split("=", 1)[1]
+    return found
+
+
+def expected_max_model_len(desc: ServerDescription) -> int | None:
+    value = arg_value(desc.args, "--max-model-len")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+def bootstrap_in_form(desc: ServerDescription, form: BootstrapForm) -> Bootstrap:
+    """The one form a provider type reads; ``all`` for types we do not know (each adapter picks its own)."""
+    if form == "container":
+        return Bootstrap(image=desc.image, args=container_args(desc), env=container_env(desc), ports=(desc.port,))
+    if form == "cloud-init":
+        return Bootstrap(user_data=render_user_data(desc), ports=(desc.port,))
+    if form == "local":
+        args = ["--model", desc.model]
+        for flag in ("--max-model-len", "--max-num-seqs"):
+            value = arg_value(desc.args, flag)
+            if value is not None:
+                args += [flag, value]
+        return Bootstrap(args=tuple(args), ports=(desc.port,))
+    if form == "none":
+        return Bootstrap()
+    return render_bootstrap(desc)
+
+
+def provider_type(fleet: FleetConfig, name: str) -> str | None:
+    entry = fleet.providers.get(name)
+    if entry is not None:
+        return entry.type
+    return name if name in IMPLICIT_PROVIDERS else None
+
+
+def routing_target(settings: Settings) -> RoutingTarget | None:
+    if settings.routing == "none":
+        return None
+    return NginxTarget(
+        settings.routing_conf_dir,
+        nginx_bin=settings.routing_nginx_bin,
+        main_conf=settings.routing_main_conf,
+        prefix=settings.routing_prefix,
+        test_command=settings.routing_test_command,
+        reload_command=settings.routing_reload_command,
+    )
+
+
+# ---- the hooks ------------------------------------------------------------------------------------
+class ServingHooks:
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Clock,
+        fleet: FleetSource,
+        *,
+        router: RoutingTarget | None = None,
+        client: httpx.AsyncClient | None = None,
+    ):
+        self._settings = settings
+        self._fleet = fleet
+        self._router = router
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(timeout=PROBE_TIMEOUT)
+        self._probe = ReadinessProbe(clock, client=self._client)
+        self._scraper = VllmScraper(self._client, clock, timeout=METRICS_TIMEOUT)
+        self._servers: dict[str, tuple[str, ServerDescription]] = {}  # tier -> (spec fingerprint, description)
+        self._routed: dict[str, frozenset[str]] = {}  # tier -> addresses the load balancer was last given
+
+    def reconciler_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {
+            "readiness": self.readiness,
+            "drain_check": self.drain_check,
+            "bootstrap_for": self.bootstrap_for,
+            "ready_on_running": self._simulated_names(),
+        }
+        if self._router is not None:
+            kwargs["route_update"] = self.route_update
+        return kwargs
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    # -- bootstrap --------------------------------------------------------------------------------
+    def server_for(self, name: str, tier: TierSpec) -> ServerDescription:
+        fingerprint = tier.model_dump_json()
+        cached = self._servers.get(name)
+        if cached is None or cached[0] != fingerprint:
+            desc, problem = describe_server(tier)
+            if problem is not None:
+                log.warning("tier %s: launching with untuned vLLM arguments: %s", name, problem)
+            cached = self._servers[name] = (fingerprint, desc)
+        return cached[1]
+
+    def bootstrap_for(self, name: str, tier: TierSpec, offer: Offer) -> Bootstrap:
+        kind = provider_type(self._fleet(), offer.provider)
+        form: BootstrapForm = FORM_BY_TYPE.get(kind or "", "all")
+        return bootstrap_in_form(self.server_for(name, tier), form)
+
+    # -- readiness --------------------------------------------------------------------------------
+    async def readiness(self, tier: TierSpec, row: InstanceRecord) -> tuple[bool, str]:
+        if self._is_simulated(row.provider):
+            return True, "running (simulated: no server to probe)"
+        if not row.address:
+            return False, "the provider has not given an address yet"
+        desc = self.server_for(row.tier, tier)
+        result = await self._probe.check(row.address, desc.model, expected_max_model_len(desc))
+        return result.ready, result.reason
+
+    # -- drain ------------------------------------------------------------------------------------
+    async def drain_check(self, row: InstanceRecord) -> float | None:
+        """Requests the server still holds (running + waiting); None while unknown or still routed."""
+        if self._is_simulated(row.provider):
+            return 0.0
+        if not row.address:
+            return None
+        if self._router is not None:
+            routed = self._routed.get(row.tier)
+            if routed is None or row.address in routed:
+                return None  # the proxy may still send it requests: not drained, whatever it says now
+        (result,) = await self._scraper.scrape([row.address])
+        snapshot = result.snapshot
+        if snapshot is None or snapshot.running is None:
+            log.debug("drain check %s: %s", row.key, result.error or "no vllm:num_requests_running")
+            return None
+        return snapshot.running + (snapshot.waiting or 0.0)
+
+    # -- routing ----------------------------------------------------------------------------------
+    async def route_update(self, name: str, tier: TierSpec, addresses: list[str]) -> None:
+        if self._router is None:
+            return
+        endpoints = []
+        for address in addresses:
+            try:
+                endpoints.append(Endpoint(address))
+            except ValueError as exc:
+                log.warning("tier %s: not routing %r: %s", name, address, exc)
+        route = TierRoute(
+            name, session_affinity=tier.serving.session_affinity, listen=self._settings.routing_listen.get(name)
+        )
+        result = await self._router.apply(route, endpoints)
+        self._routed[name] = frozenset(e.address for e in endpoints)
+        if result.changed:
+            log.info("tier %s: load balancer now sends to %d instance(s)", name, result.endpoints)
+
+    # -- small pieces -----------------------------------------------------------------------------
+    def _is_simulated(self, provider: str) -> bool:
+        return provider_type(self._fleet(), provider) == "simulated"
+
+    def _simulated_names(self) -> tuple[str, ...]:
+        fleet = self._fleet()
+        names = set(fleet.providers) | {p for t in fleet.tiers.values() for p in t.providers}
+        return tuple(sorted(n for n in names if provider_type(fleet, n) == "simulated"))
+
+
+def build_hooks(settings: Settings, clock: Clock, fleet: FleetConfig | FleetSource) -> ServingHooks:
+    """The daemon's serving hooks. ``fleet`` may be a callable returning the current config, so providers
+    added by ``scalectl apply`` while running are recognised."""
+    source: FleetSource = fleet if callable(fleet) else (lambda: fleet)
+    return ServingHooks(settings, clock, source, router=routing_target(settings))
