@@ -427,16 +427,13 @@ class Reconciler:
             end_state="terminated",
         )
         session.add(row)
-        bootstrap = self.bootstrap_for(name, tier, chosen.offer) if self.bootstrap_for else None
-        spec = LaunchSpec(
-            key=key,
-            tier=name,
-            offer=chosen.offer,
-            capacity=chosen.capacity,
-            tags={TIER_TAG: name},
-            **({"bootstrap": bootstrap} if bootstrap is not None else {}),
-        )
-        return _Create(row, spec, chosen)
+        return _Create(row, self._launch_spec(key, name, tier, chosen.offer, chosen.capacity), chosen)
+
+    def _launch_spec(self, key: str, name: str, tier: TierSpec, offer: Offer, capacity: Capacity) -> LaunchSpec:
+        """What a create asks for; built the same way for a first try and for a retry with the same key."""
+        bootstrap = self.bootstrap_for(name, tier, offer) if self.bootstrap_for else None
+        extra = {"bootstrap": bootstrap} if bootstrap is not None else {}
+        return LaunchSpec(key=key, tier=name, offer=offer, capacity=capacity, tags={TIER_TAG: name}, **extra)
 
     # ---- phase 5: act ----------------------------------------------------------------------------
     async def _execute_creates(
@@ -498,7 +495,7 @@ class Reconciler:
             if offer is None:
                 continue
             capacity = Capacity(row.capacity)
-            spec = LaunchSpec(key=row.key, tier=row.tier, offer=offer, capacity=capacity, tags={TIER_TAG: row.tier})
+            spec = self._launch_spec(row.key, row.tier, tiers[row.tier], offer, capacity)
             creates.append(_Create(row, spec, placement.Placement(offer, capacity, row.price_per_hour, False)))
         return creates
 

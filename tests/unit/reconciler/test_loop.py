@@ -336,3 +336,22 @@ async def test_decisions_are_recorded_with_reason_and_signals(make_world, ticks:
     assert decisions and decisions[-1].reason == "scripted 1"
     assert decisions[-1].signals["queue_depth"] == 7.0
     assert len(decisions) == 1  # unchanged decisions are not re-recorded within a minute
+
+
+async def test_a_retried_create_carries_the_same_bootstrap(make_world) -> None:
+    from providers.base import Bootstrap
+
+    w: World = make_world()
+    w.reconciler.bootstrap_for = lambda name, tier, offer: Bootstrap(user_data=f"#cloud-config\n# {name}")
+    seen = []
+    original = w.cloud.create
+
+    async def recording_create(spec):  # type: ignore[no-untyped-def]
+        seen.append((spec.key, spec.bootstrap.user_data))
+        return await original(spec)
+
+    w.cloud.create = recording_create  # type: ignore[method-assign]
+    w.target("web", 1)
+    w.cloud.fail_next("create", Transient("503", provider="simulated"))
+    await w.run(2)
+    assert len(seen) == 2 and seen[0] == seen[1] == (seen[0][0], "#cloud-config\n# web")
