@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import shlex
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any
@@ -136,7 +137,8 @@ def cloud_init_payload(bootstrap: Bootstrap, *, provider: str) -> dict[str, Any]
     """Spheron's structured ``cloudInit`` (packages, writeFiles, runcmd) from our cloud-init user-data.
 
     A shell script is written to a file and run; a ``#cloud-config`` document is translated key by
-    key, and keys Spheron does not take are refused rather than silently dropped.
+    key, and keys Spheron does not take are refused rather than silently dropped. ``bootcmd`` (every
+    boot, in cloud-init) becomes the first ``runcmd`` entries: Spheron runs them on the first boot only.
     """
     user_data = bootstrap.user_data
     if not user_data:
@@ -155,7 +157,7 @@ def cloud_init_payload(bootstrap: Bootstrap, *, provider: str) -> dict[str, Any]
         raise InvalidRequest(f"bootstrap.user_data is not valid YAML: {exc}", provider=provider) from None
     if not isinstance(doc, dict):
         raise InvalidRequest("bootstrap.user_data: #cloud-config must be a mapping", provider=provider)
-    unsupported = set(doc) - {"packages", "write_files", "runcmd"}
+    unsupported = set(doc) - {"packages", "write_files", "runcmd", "bootcmd"}
     if unsupported:
         raise InvalidRequest(
             f"bootstrap.user_data: Spheron's cloudInit takes packages, write_files and runcmd; "
@@ -180,8 +182,10 @@ def cloud_init_payload(bootstrap: Bootstrap, *, provider: str) -> dict[str, Any]
             }
             for f in doc["write_files"]
         ]
-    if doc.get("runcmd"):
-        payload["runcmd"] = [c if isinstance(c, str) else " ".join(map(str, c)) for c in doc["runcmd"]]
+    # Spheron has no every-boot hook: bootcmd runs once, first, with runcmd (a reboot skips it).
+    commands = [*(doc.get("bootcmd") or []), *(doc.get("runcmd") or [])]
+    if commands:
+        payload["runcmd"] = [c if isinstance(c, str) else shlex.join(map(str, c)) for c in commands]
     return payload
 
 

@@ -31,14 +31,22 @@ def scalectl(data_dir: Path, *args: str, timeout: float = 120, **env: str) -> su
 
 
 def start_daemon(data_dir: Path, *args: str, **env: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "controller.cli.main", "daemon", *args],
-        cwd=repo_root(),
-        env=env_for(data_dir, **env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    """The daemon in the background, its output in ``daemon_log(data_dir)`` (a pipe nobody reads would
+    fill up and block the daemon)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with daemon_log(data_dir).open("a", encoding="utf-8") as log:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "controller.cli.main", "daemon", *args],
+            cwd=repo_root(),
+            env=env_for(data_dir, **env),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+
+
+def daemon_log(data_dir: Path) -> Path:
+    return data_dir / "daemon.log"
 
 
 def json_of(result: subprocess.CompletedProcess[str]) -> Any:

@@ -293,3 +293,21 @@ async def test_offers_errors_stay_in_the_taxonomy(make: Factory) -> None:
     with pytest.raises(ProviderError):
         await env.provider.offers(GpuRequest("H100"))
     assert env.fake.calls == 2
+
+
+def test_bootcmd_runs_first_in_runcmd_because_spheron_has_no_every_boot_hook() -> None:
+    from providers.base import Bootstrap
+    from providers.spheron import cloud_init_payload
+
+    user_data = (
+        "#cloud-config\n"
+        "bootcmd:\n  - '[ ! -x /opt/cache.sh ] || /opt/cache.sh'\n"
+        "runcmd:\n  - [/opt/cache.sh]\n  - [systemctl, enable, --now, vllm server.service]\n"
+    )
+    payload = cloud_init_payload(Bootstrap(user_data=user_data), provider="spheron")
+    assert payload is not None
+    assert payload["runcmd"] == [
+        "[ ! -x /opt/cache.sh ] || /opt/cache.sh",
+        "/opt/cache.sh",
+        "systemctl enable --now 'vllm server.service'",
+    ]
