@@ -29,9 +29,11 @@ from controller.store.repository import Store
 from policies.types import PolicyInput, PolicyState, Signals
 from providers.base import Capacity, GpuRequest, LaunchSpec, Offer, Provider, ProviderInstance
 from providers.errors import (
+    AuthFailed,
     InstanceNotFound,
     InsufficientCapacity,
     ProviderError,
+    QuotaExceeded,
     RateLimited,
 )
 from providers.tagging import TIER_TAG
@@ -49,6 +51,9 @@ SPOT_BACKOFF_AFTER = 3  # interruptions within the window that switch a tier to 
 SPOT_BACKOFF_WINDOW = 1800.0
 RECORD_EVERY = 60.0  # a decision is recorded when it changes, and at least this often
 MAX_PLACEMENT_ROUNDS = 3  # failover attempts within one tick after no-capacity answers
+CREATE_BACKOFF_FIRST = 10.0  # seconds a tier waits after a create failed for a non-retryable reason
+CREATE_BACKOFF_MAX = 600.0
+NOTE_EVERY = 300.0  # a repeating condition's event is written again at most this often
 
 
 @dataclass
@@ -117,6 +122,8 @@ class Reconciler:
         self._states: dict[str, tuple[PolicyState, int]] | None = None
         self._last_recorded: dict[str, tuple[int, str, float]] = {}
         self._routes: dict[str, list[str]] = {}
+        self._create_backoff: dict[str, tuple[int, float]] = {}  # tier -> (failures in a row, no creates until)
+        self._notes: dict[tuple[str, str], tuple[str, float]] = {}
         self.readings: dict[str, TierReading] = {}
 
     # ---- the tick --------------------------------------------------------------------------------
@@ -348,8 +355,8 @@ class Reconciler:
         *,
         surge: bool = False,
     ) -> int:
-        if count <= 0:
-            return 0
+        if count <= 0 or now < self._create_backoff.get(name, (0, 0.0))[1]:
+            return 0  # nothing wanted, or creates keep failing: wait out the back-off
         spend = sum(r.price_per_hour for r in rows)
         ranked = placement.ranked_offers(
             tier, self._cached_offers(tier), self.unavailable, now, spot_backoff=self._spot_backoff(name, now)
@@ -360,14 +367,7 @@ class Reconciler:
             chosen = placement.choose(ranked, spend, tier.budget_per_hour, in_use)
             if chosen is None:
                 why = "budget" if ranked else "no available offer"
-                self._event(
-                    session,
-                    now,
-                    name,
-                    None,
-                    "no-placement",
-                    f"cannot place an instance of {tier.gpu}: {why} (spend ${spend:.2f}/h)",
-                )
+                self._note(session, now, name, "no-placement", f"cannot place an instance of {tier.gpu}: {why}")
                 break
             in_use[chosen.offer.offer_id] += 1
             spend += chosen.price_per_hour
@@ -448,24 +448,33 @@ class Reconciler:
                 *(self._call(self.providers[c.spec.offer.provider].create(c.spec)) for c in creates)
             )
             retry: list[_Create] = []
+            refused: dict[str, str] = {}  # tier -> the first error that a retry cannot fix
             for create, result in zip(creates, results, strict=True):
                 row = create.row
                 row.attempts += 1
                 if isinstance(result, ProviderInstance):
                     self._adopt(session, row, result, now)
+                    self._create_backoff.pop(row.tier, None)
                     continue
                 error = _one_line(result)
                 if isinstance(result, InsufficientCapacity):
                     self.unavailable.mark(create.spec.offer, create.spec.capacity, now)
                     self._end(session, row, "failed", now, f"no capacity: {error}", "no-capacity")
                     retry.append(create)
+                elif isinstance(result, QuotaExceeded | AuthFailed):  # the whole account: try elsewhere
+                    self.unavailable.mark_provider(create.spec.offer.provider, now)
+                    self._end(session, row, "failed", now, f"provider refused: {error}", "provider-refused")
+                    retry.append(create)
                 elif isinstance(result, ProviderError) and result.retryable:
                     row.reason = f"create will be retried: {error}"
                     wait = result.retry_after if isinstance(result, RateLimited) and result.retry_after else 5.0
                     row.next_attempt_at = now + wait
                     self._event(session, now, row.tier, row.key, "create-retry", error)
-                else:
+                else:  # our request is wrong (configuration, bootstrap): retrying at once would only repeat it
                     self._end(session, row, "failed", now, f"create failed: {error}", "create-failed")
+                    refused.setdefault(row.tier, error)
+            for tier_name, error in refused.items():
+                self._back_off(session, tier_name, now, error)
             session.commit()
             creates = self._replan(session, retry, tiers, now)
             session.commit()
@@ -580,6 +589,28 @@ class Reconciler:
             *(self._call(self.offer_cache.get(self.providers[p], GpuRequest(gpu=g, count=c))) for p, g, c in wanted)
         )
         return {want[0]: _one_line(r) for want, r in zip(wanted, results, strict=True) if isinstance(r, BaseException)}
+
+    def _back_off(self, session: Session, tier: str, now: float, error: str) -> None:
+        """Creates for this tier fail for a reason a retry cannot fix: wait 10 s, 20 s, … up to 10 min."""
+        failures = self._create_backoff.get(tier, (0, 0.0))[0] + 1
+        delay = min(CREATE_BACKOFF_MAX, CREATE_BACKOFF_FIRST * 2 ** (failures - 1))
+        self._create_backoff[tier] = (failures, now + delay)
+        self._event(
+            session,
+            now,
+            tier,
+            None,
+            "create-backoff",
+            f"{failures} failed create(s) in a row; next try in {delay:g}s: {error}",
+        )
+
+    def _note(self, session: Session, now: float, tier: str, kind: str, message: str) -> None:
+        """An event that would repeat every tick while a condition lasts: once, then every 5 minutes."""
+        last = self._notes.get((tier, kind))
+        if last is not None and last[0] == message and now - last[1] < NOTE_EVERY:
+            return
+        self._notes[(tier, kind)] = (message, now)
+        self._event(session, now, tier, None, kind, message)
 
     def _spot_backoff(self, tier: str, now: float) -> bool:
         times = self._interruptions[tier]

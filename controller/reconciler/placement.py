@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from controller.config import TierSpec
 from providers.base import Capacity, Offer
@@ -13,23 +14,38 @@ from providers.base import Capacity, Offer
 UNAVAILABLE_FOR = 180.0  # seconds an offer is skipped after a no-capacity answer
 
 
+PROVIDER_UNAVAILABLE_FOR = 600.0  # seconds a provider is skipped after a quota or credentials refusal
+
+
 @dataclass
 class UnavailableOffers:
-    """Offers that answered no-capacity recently, with when they may be tried again."""
+    """Offers that answered no-capacity recently, and providers that refused us (quota, credentials),
+    with when they may be tried again."""
 
     until: dict[tuple[str, str, Capacity], float] = field(default_factory=dict)
+    providers: dict[str, float] = field(default_factory=dict)
 
     def mark(self, offer: Offer, capacity: Capacity, now: float, seconds: float = UNAVAILABLE_FOR) -> None:
         self.until[(offer.provider, offer.offer_id, capacity)] = now + seconds
 
+    def mark_provider(self, provider: str, now: float, seconds: float = PROVIDER_UNAVAILABLE_FOR) -> None:
+        self.providers[provider] = now + seconds
+
     def is_unavailable(self, offer: Offer, capacity: Capacity, now: float) -> bool:
-        t = self.until.get((offer.provider, offer.offer_id, capacity))
-        if t is None:
-            return False
-        if now >= t:
-            del self.until[(offer.provider, offer.offer_id, capacity)]
-            return False
-        return True
+        return _expired_or_set(self.providers, offer.provider, now) or _expired_or_set(
+            self.until, (offer.provider, offer.offer_id, capacity), now
+        )
+
+
+def _expired_or_set(marks: dict[Any, float], key: Any, now: float) -> bool:
+    """Whether ``key`` is marked until a time still ahead; an expired mark is dropped."""
+    t = marks.get(key)
+    if t is None:
+        return False
+    if now >= t:
+        del marks[key]
+        return False
+    return True
 
 
 @dataclass(frozen=True)

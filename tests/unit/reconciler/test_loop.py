@@ -355,3 +355,71 @@ async def test_a_retried_create_carries_the_same_bootstrap(make_world) -> None:
     w.cloud.fail_next("create", Transient("503", provider="simulated"))
     await w.run(2)
     assert len(seen) == 2 and seen[0] == seen[1] == (seen[0][0], "#cloud-config\n# web")
+
+
+async def test_a_create_refused_for_good_backs_the_tier_off_instead_of_storming(make_world) -> None:
+    from providers.errors import InvalidRequest
+
+    w: World = make_world()
+    w.target("web", 3)
+    w.cloud.fail_next("create", InvalidRequest("bootstrap.user_data: bad key", provider="simulated"), times=50)
+    await w.run(1, step=1.0)
+    assert w.cloud.calls["create"] == 3  # the first tick tries what it planned
+    await w.run(8, step=1.0)  # 8 more ticks inside the 10 s back-off: no create at all
+    assert w.cloud.calls["create"] == 3
+    await w.run(3, step=1.0)  # after it: one more round, then a longer wait
+    assert w.cloud.calls["create"] == 6
+    events = [e for e in w.store.events("web") if e.kind == "create-backoff"]
+    assert events and "next try in 20s" in events[-1].message and "bad key" in events[-1].message
+
+
+async def test_success_resets_the_back_off(make_world) -> None:
+    from providers.errors import InvalidRequest
+
+    w: World = make_world()
+    w.target("web", 1)
+    w.cloud.fail_next("create", InvalidRequest("transiently wrong", provider="simulated"))
+    await w.run(1, step=11.0)
+    await w.run(1)
+    assert len(w.rows("web", ("provisioning",))) == 1
+    assert "web" not in w.reconciler._create_backoff
+
+
+async def test_a_provider_that_refuses_the_account_is_skipped_for_others(make_world) -> None:
+    from clocks import FakeClock
+    from controller.config import parse_config
+    from controller.reconciler.decide import PolicyRunner
+    from controller.reconciler.loop import Reconciler
+    from providers.errors import QuotaExceeded
+    from providers.registry import ProviderConfig
+    from providers.simulated import SimulatedCloud
+    from tests.unit.reconciler.conftest import Script
+
+    tiers = """
+tiers:
+  web:
+    capacity: on-demand
+    gpu: H100-SXM5-80GB
+    providers: [cheap, dear]
+    min: 2
+    max: 2
+    policy: {kind: min-floor, floor: 2}
+providers:
+  cheap: {type: simulated}
+  dear: {type: simulated}
+"""
+    w: World = make_world(tiers)
+    clock: FakeClock = w.clock
+    cheap = SimulatedCloud(ProviderConfig("cheap", "simulated"), clock)
+    dear = SimulatedCloud(ProviderConfig("dear", "simulated"), clock)
+    script = Script()
+    script.targets["min-floor"] = 2
+    reconciler = Reconciler(w.store, {"cheap": cheap, "dear": dear}, w.signals, clock, policy=PolicyRunner(script))
+    w.store.apply_config(parse_config(tiers, "t.yaml"), tiers, "t.yaml", clock.now())
+    cheap.fail_next("create", QuotaExceeded("GPU quota reached", provider="cheap"), times=10)
+    await reconciler.tick()
+    assert len([i for i in await dear.list("sc-") if not i.status.is_gone]) == 2  # failed over in the same tick
+    assert cheap.calls["create"] == 2  # the two planned at once; then the whole account is skipped
+    clock.advance(30)
+    await reconciler.tick()
+    assert cheap.calls["create"] == 2
