@@ -382,7 +382,10 @@ class SpheronProvider:
         }
         if cloud_init:
             body["cloudInit"] = cloud_init
-        created = await self.api.request("POST", "/api/deployments", json=body, retry=False)
+        try:
+            created = await self.api.request("POST", "/api/deployments", json=body, retry=False)
+        except InstanceNotFound as exc:  # a 404 on create names something we referenced (SSH key, offer)
+            raise InvalidRequest(f"{exc.args[0]} (check options.ssh_key_id and team_id)", provider=self.name) from None
         deployment = created.get("deployment", created) if isinstance(created, dict) else {}
         if not isinstance(deployment, dict) or not deployment.get("id"):
             raise ProviderError("POST /api/deployments returned no deployment id", provider=self.name)

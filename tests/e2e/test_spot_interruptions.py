@@ -17,7 +17,7 @@ import pytest
 
 from clocks import SystemClock
 from tests.e2e.helpers import start_daemon
-from tests.fakes.spheron_server import API_KEY, FakeSpheron, start_fake_spheron
+from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, start_fake_spheron
 from vllm_standin.server import run_in_thread
 
 pytestmark = pytest.mark.e2e
@@ -67,7 +67,7 @@ providers:
   spheron:
     type: spheron
     base_url: {url}
-    options: {{ssh_key_id: sshkey-1, team_id: team-1, server_port: {port}}}
+    options: {{ssh_key_id: {SSH_KEY_ID}, team_id: {TEAM_ID}, server_port: {port}}}
 """
 
 

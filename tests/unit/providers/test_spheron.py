@@ -311,3 +311,36 @@ def test_bootcmd_runs_first_in_runcmd_because_spheron_has_no_every_boot_hook() -
         "/opt/cache.sh",
         "systemctl enable --now 'vllm server.service'",
     ]
+
+
+async def test_an_unknown_ssh_key_on_create_is_a_configuration_error_not_a_missing_instance() -> None:
+    from clocks import FakeClock
+    from providers.base import Capacity, GpuRequest, LaunchSpec
+    from providers.errors import InvalidRequest
+    from providers.registry import ProviderConfig
+    from providers.spheron import SpheronProvider
+    from tests.fakes.spheron_server import API_KEY, TEAM_ID, start_fake_spheron
+
+    clock = FakeClock()
+    _fake, server = start_fake_spheron(clock, minimum_runtime_minutes=0)
+    try:
+        import os
+
+        os.environ["SCALECTL_TEST_SPHERON_KEY"] = API_KEY
+        provider = SpheronProvider(
+            ProviderConfig(
+                "spheron",
+                "spheron",
+                base_url=server.url,
+                api_key_env="SCALECTL_TEST_SPHERON_KEY",
+                options={"ssh_key_id": "no-such-key", "team_id": TEAM_ID},
+            ),
+            clock,
+        )
+        offer = next(o for o in await provider.offers(GpuRequest("H100-SXM5-80GB")) if o.available)
+        with pytest.raises(InvalidRequest, match=r"SSH key not found.*ssh_key_id"):
+            await provider.create(LaunchSpec(key="sct-sshkey-1", tier="t", offer=offer, capacity=Capacity.ON_DEMAND))
+        await provider.aclose()
+    finally:
+        server.stop()
+        os.environ.pop("SCALECTL_TEST_SPHERON_KEY", None)
