@@ -384,20 +384,28 @@ class Reconciler:
         now: float,
         creates: list[_Create],
     ) -> int:
-        """Spot is back and cheaper: replace one on-demand fallback instance with spot, make-before-break."""
+        """Spot is back and cheaper: replace one on-demand fallback instance with spot. Make-before-break
+        (a surge instance, then the fallback drains) when the tier has room under ``max``; at ``max``,
+        break-before-make (the fallback drains, and the scale-out that follows places spot), since ``max``
+        is never exceeded. One replacement at a time."""
         if tier.capacity != "spot" or tier.fallback is None or self._spot_backoff(name, now):
             return 0
-        if any(r.surge and r.state != "ready" for r in rows) or len(rows) >= tier.max:
+        if any((r.surge and r.state != "ready") or r.state == "draining" for r in rows):
             return 0
         fallbacks = [r for r in rows if r.state == "ready" and r.capacity == Capacity.ON_DEMAND.value]
         if not fallbacks:
             return 0
+        costliest = max(fallbacks, key=lambda r: r.price_per_hour)
+        at_max = len(rows) >= tier.max
+        spend = sum(r.price_per_hour for r in rows) - (costliest.price_per_hour if at_max else 0.0)
         spot_tier = tier.model_copy(update={"fallback": None})
-        spend = sum(r.price_per_hour for r in rows)
         ranked = placement.ranked_offers(spot_tier, self._cached_offers(tier), self.unavailable, now)
         chosen = placement.choose(ranked, spend, tier.budget_per_hour, {})
-        if chosen is None or chosen.price_per_hour >= max(r.price_per_hour for r in fallbacks):
+        if chosen is None or chosen.price_per_hour >= costliest.price_per_hour:
             return 0  # no spot, or spot no cheaper (A100 spot sometimes costs more): keep what runs
+        if at_max:
+            self._start_draining(session, costliest, now, "hand back to spot (at max: drain first)")
+            return 0
         creates.append(self._intent(session, name, tier, chosen, now, surge=True))
         return 1
 

@@ -423,3 +423,24 @@ providers:
     clock.advance(30)
     await reconciler.tick()
     assert cheap.calls["create"] == 2
+
+
+async def test_at_max_the_hand_back_to_spot_drains_first_and_never_exceeds_max(make_world) -> None:
+    tiers = SPOT_H100.replace("min: 0\n    max: 8", "min: 2\n    max: 2")
+    w: World = make_world(tiers)
+    w.cloud.set_capacity("H100-SXM5-80GB", 0, capacity=Capacity.SPOT)
+    w.target("batch", 2)
+    await w.run()
+    w.clock.advance(61)
+    await w.run()
+    assert {r.capacity for r in w.rows("batch", ("ready",))} == {"on-demand"}
+    w.cloud.set_capacity("H100-SXM5-80GB", 100, capacity=Capacity.SPOT)
+    w.clock.advance(200)
+    peak = 0
+    for _ in range(30):
+        await w.run()
+        peak = max(peak, len(await w.cloud_live()))
+        w.clock.advance(30)
+    live = [r for r in w.rows("batch") if r.state in ("provisioning", "bootstrapping", "ready")]
+    assert {r.capacity for r in live} == {"spot"} and len(live) == 2
+    assert peak <= 2  # max held throughout
