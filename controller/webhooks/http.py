@@ -31,16 +31,19 @@ class NoticeSink(Protocol):
         ...
 
 
-def make_notice_endpoint(auth: WebhookAuth, clock: Clock, sink: NoticeSink) -> Handler:
+def make_notice_endpoint(auth: WebhookAuth, clock: Clock, sink: NoticeSink, *, wall: Clock | None = None) -> Handler:
+    """``wall`` checks signature timestamps (real time, also when the daemon's world runs faster);
+    ``clock`` stamps the notice in the daemon's own time."""
+    wall_clock = wall or clock
+
     async def endpoint(request: Request) -> Response:
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
             return JSONResponse({"error": f"body over {MAX_BODY_BYTES} bytes"}, status_code=413)
         body = await request.body()
-        now = clock.now()
         try:
-            notice = receive(request.headers, body, auth, now)
-            matched = None if not notice.action.loses_instance else await sink(notice, now)
+            notice = receive(request.headers, body, auth, wall_clock.now())
+            matched = None if not notice.action.loses_instance else await sink(notice, clock.now())
         except WebhookRejected as exc:
             return JSONResponse({"error": exc.reason}, status_code=exc.status)
         return JSONResponse(
@@ -96,4 +99,4 @@ def make_handler(daemon: Any) -> Handler:
             DEFAULT_SECRET_ENV,
             DEFAULT_EVENTBRIDGE_ENV,
         )
-    return make_notice_endpoint(auth, daemon.clock, DaemonSink(daemon))
+    return make_notice_endpoint(auth, daemon.clock, DaemonSink(daemon), wall=getattr(daemon, "real_clock", None))
