@@ -64,12 +64,14 @@ def register(app: typer.Typer) -> None:
         last = recent[-1] if recent else None
         signals = dict(last.signals) if last else {}
         errors = signals.pop("errors", {})
+        error_counts = signals.pop("error_counts", {})
         data = {
             "tier": name,
             "spec": specs[name],
             "status": status,
             "signals": signals,
             "signal_errors": errors,
+            "signal_error_counts": error_counts,
             "instances": [
                 {
                     "key": i.key,
@@ -99,7 +101,9 @@ def register(app: typer.Typer) -> None:
         emit(status, Format.table, title="status")
         emit(signals or {"(no signals recorded yet)": ""}, Format.table, title="latest signals")
         if errors:
-            emit(errors, Format.table, title="signal source errors")
+            emit(errors, Format.table, title="signal source errors (last reading)")
+        if error_counts:
+            emit(error_counts, Format.table, title="signal source failures since the daemon started")
         emit(
             data["instances"],
             Format.table,

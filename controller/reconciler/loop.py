@@ -710,6 +710,9 @@ class Reconciler:
         signals: dict[str, Any] = {k: v for k, v in reading.signals.to_dict().items() if v is not None}
         if reading.errors:
             signals["errors"] = dict(reading.errors)
+        counts = getattr(self.signals, "error_counts", None)  # sources that count failures since start
+        if callable(counts) and (tier_counts := counts(name)):
+            signals["error_counts"] = dict(tier_counts)
         session.add(
             DecisionRecord(
                 tier=name, t=now, current=current, desired=desired, demand=demand, reason=reason, signals=signals

@@ -444,3 +444,14 @@ async def test_at_max_the_hand_back_to_spot_drains_first_and_never_exceeds_max(m
     live = [r for r in w.rows("batch") if r.state in ("provisioning", "bootstrapping", "ready")]
     assert {r.capacity for r in live} == {"spot"} and len(live) == 2
     assert peak <= 2  # max held throughout
+
+
+async def test_signal_errors_and_their_counts_are_recorded_for_describe(make_world) -> None:
+    w: World = make_world()
+    w.signals.errors["web"] = {"queue": "ConnectionError: redis://:***@127.0.0.1:1/0 refused"}
+    w.signals.error_counts = lambda tier: {"queue": 7} if tier == "web" else {}  # type: ignore[attr-defined]
+    w.target("web", 1)
+    await w.run()
+    last = w.store.decisions("web")[-1]
+    assert last.signals["errors"] == {"queue": "ConnectionError: redis://:***@127.0.0.1:1/0 refused"}
+    assert last.signals["error_counts"] == {"queue": 7}
