@@ -26,10 +26,13 @@ from sqlalchemy import Select, func, select
 
 from clocks import FakeClock
 from controller.config import FleetConfig
+from controller.reconciler.decide import bounds_for
 from controller.reconciler.loop import Reconciler
 from controller.store.db import make_engine
 from controller.store.models import Base, DecisionRecord, EventRecord, InstanceRecord
 from controller.store.repository import LIVE_STATES, Store
+from policies.external import ExternalPolicyError, load_external_policy
+from policies.spec import ExternalPolicy
 from simulator.baselines import BaselineSettings, run_baselines
 from simulator.cloud_events import CloudEvents
 from simulator.fleet import Fleet, TierModel, tier_models
@@ -78,10 +81,21 @@ def models_for(config: FleetConfig, workload: Workload, workload_source: str = "
                 for name in missing
             )
         )
-    try:
-        return tier_models(workload, {name: config.tiers[name] for name in workload.tiers})
-    except (ValueError, KeyError) as exc:
-        raise SimulationInputError(f"{workload_source}: {exc}") from None
+    problems = []
+    for name in workload.tiers:
+        tier = config.tiers[name]
+        if isinstance(tier.policy, ExternalPolicy):  # fail before the run, not as a "hold" on every tick
+            try:
+                load_external_policy(tier.policy.class_, tier.policy.options, bounds_for(tier))
+            except ExternalPolicyError as exc:
+                problems.append(f'tiers file: tier "{name}": {exc}')
+        try:
+            tier_models(workload.model_copy(update={"tiers": {name: workload.tiers[name]}}), {name: tier})
+        except (ValueError, KeyError) as exc:
+            problems.append(f'{workload_source}: tier "{name}": {exc}')
+    if problems:
+        raise SimulationInputError("\n".join(problems))
+    return tier_models(workload, {name: config.tiers[name] for name in workload.tiers})
 
 
 def simulate(
