@@ -20,7 +20,7 @@ import functools
 import multiprocessing
 from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from sqlalchemy import Select, func, select
 
@@ -66,7 +66,7 @@ class SimulationResult:
     billed: float  # dollars the simulated clouds billed within the run (the report's total cost)
     billed_with_warmup: float  # including the warm-up before the workload starts
     interruptions_scheduled: int
-    extra: dict[str, object] = field(default_factory=dict)
+    store: Store | None = None  # the run's in-memory store: decisions, events and instance rows to inspect
 
 
 def models_for(config: FleetConfig, workload: Workload, workload_source: str = "workload") -> dict[str, TierModel]:
@@ -284,4 +284,5 @@ class _Run:
             billed=billed,
             billed_with_warmup=billed_total,
             interruptions_scheduled=self.events.interruptions_scheduled,
+            store=self.store,
         )
