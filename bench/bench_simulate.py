@@ -71,8 +71,9 @@ def run(name: str) -> SimulationResult:
         oracle = base["oracle"].cost if "oracle" in base else None
         static = base["static"].cost if "static" in base else None
         reactive = base.get("reactive")
+        r_cost, r_slo = (reactive.cost, reactive.slo_attainment) if reactive else (float("nan"), None)
         print(f"  {tier:<16} {_pct(t.slo_attainment)} {t.cost:9.2f} {_x(t.cost, oracle):>7} {_x(t.cost, static):>7} "
-              f"{reactive.cost if reactive else float('nan'):10.2f} {_pct(reactive.slo_attainment if reactive else None)}"
+              f"{r_cost:10.2f} {_pct(r_slo)}"
               f"  {t.peak_instances:>4} {t.interruptions:>4} {t.retries:>5} {t.lost_tasks:>4}")  # fmt: skip
     total = report.total()
     print(f"  {'total':<16} {_pct(total['slo_attainment'])} {total['cost']:9.2f} "

@@ -36,7 +36,7 @@ class RateSegment:
 def rate_segments(spec: CloudSpec) -> list[RateSegment]:
     """The interruption rate over time: storms (the highest where they overlap) over the base rate."""
     edges = sorted({0.0, *(s.from_ for s in spec.storms), *(s.until for s in spec.storms)})
-    segments = []
+    segments: list[RateSegment] = []
     for lo, hi in zip(edges, [*edges[1:], math.inf], strict=True):
         rates = [s.spot_interruptions_per_hour for s in spec.storms if s.from_ <= lo < s.until]
         rate = max(rates) if rates else spec.spot_interruptions_per_hour

@@ -21,6 +21,7 @@ import multiprocessing
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import Select, func, select
 
@@ -90,12 +91,14 @@ def models_for(config: FleetConfig, workload: Workload, workload_source: str = "
             except ExternalPolicyError as exc:
                 problems.append(f'tiers file: tier "{name}": {exc}')
         try:
-            tier_models(workload.model_copy(update={"tiers": {name: workload.tiers[name]}}), {name: tier})
+            one: dict[str, Any] = {name: tier}  # TierSpec fits the fleet's TierLike protocol (read-only fields)
+            tier_models(workload.model_copy(update={"tiers": {name: workload.tiers[name]}}), one)
         except (ValueError, KeyError) as exc:
             problems.append(f'{workload_source}: tier "{name}": {exc}')
     if problems:
         raise SimulationInputError("\n".join(problems))
-    return tier_models(workload, {name: config.tiers[name] for name in workload.tiers})
+    tiers: dict[str, Any] = {name: config.tiers[name] for name in workload.tiers}
+    return tier_models(workload, tiers)
 
 
 def simulate(
@@ -139,10 +142,10 @@ def simulate(
 
 
 @functools.cache
-def _live_rows_query() -> Select[tuple[str, str, str, str | None, str, float, float | None]]:
+def _live_rows_query() -> Select[Any]:
     r = InstanceRecord
     launched = func.coalesce(r.launched_at, r.created_at)
-    return select(r.tier, r.state, r.provider, r.provider_id, r.capacity, launched, r.ready_at).where(
+    return select(r.tier, r.state, r.provider, r.provider_id, r.capacity, launched, r.ready_at).where(  # type: ignore[return-value]
         r.state.in_(LIVE_STATES)
     )
 
@@ -179,9 +182,7 @@ class _Run:
             ready_on_running=tuple(self.clouds),
             drain_check=self._drain_check,
         )
-        self.members: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-            n: (frozenset(), frozenset()) for n in models
-        }
+        self.members: dict[str, tuple[frozenset[str], frozenset[str]]] = {n: (frozenset(), frozenset()) for n in models}
         self.tier_of: dict[str, str] = {}
 
     async def _drain_check(self, row: InstanceRecord) -> float | None:
@@ -222,8 +223,8 @@ class _Run:
         ready: dict[str, set[str]] = {n: set() for n in self.members}
         draining: dict[str, set[str]] = {n: set() for n in self.members}
         billing: dict[str, int] = dict.fromkeys(self.members, 0)
-        with self.store.engine.connect() as conn:  # a plain read of six columns: this runs every tick
-            rows = conn.execute(_live_rows_query()).all()
+        with self.store.engine.connect() as conn:  # a plain read of seven columns: this runs every tick
+            rows: list[Any] = list(conn.execute(_live_rows_query()).all())
         for tier, state, provider, provider_id, capacity, launched_at, ready_at in rows:
             if provider_id is None or tier not in self.members:
                 continue
@@ -254,7 +255,9 @@ class _Run:
         report = build_report(self.fleet, self.workload.duration)
         per_tier: dict[str, list[float]] = {}
         for cloud in self.clouds.values():
-            for name, (dollars, seconds) in cloud.billed_by_tier(self.start, self.start + self.workload.duration).items():
+            for name, (dollars, seconds) in cloud.billed_by_tier(
+                self.start, self.start + self.workload.duration
+            ).items():
                 entry = per_tier.setdefault(name, [0.0, 0.0])
                 entry[0] += dollars
                 entry[1] += seconds

@@ -30,13 +30,13 @@ ENDED_STATES = ("terminated", "failed")
 
 
 @functools.cache
-def _live_instances_query() -> Select[tuple[InstanceRecord]]:
+def _live_instances_query() -> Select[Any]:
     # Built once: the daemon asks every tick, and building the IN clause costs more than running it.
     return select(InstanceRecord).where(InstanceRecord.state.in_(LIVE_STATES))
 
 
 @functools.cache
-def _latest_version_query() -> Select[tuple[int | None]]:
+def _latest_version_query() -> Select[Any]:
     return select(func.max(ConfigVersion.version))
 
 
@@ -106,8 +106,9 @@ class Store:
             return parse_config(latest.text, f"stored config v{latest.version}")
 
     def config_version(self) -> int | None:
-        with self.sessions() as s:
-            return s.scalar(_latest_version_query())
+        with self.engine.connect() as conn:  # a plain read, no ORM session: the reconciler asks every tick
+            version: int | None = conn.scalar(_latest_version_query())
+            return version
 
     def apply_config(
         self, fleet: FleetConfig, text: str, source: str, now: float

@@ -61,7 +61,10 @@ class KedaScaledObject:
 
     def decide(self, now: float, signals: Signals, current: int) -> tuple[int, str]:
         if self._last_poll is not None and now - self._last_poll < self.polling_interval and self._desired is not None:
-            return self._desired, f"{self._reason} (next poll in {self.polling_interval - (now - self._last_poll):.0f}s)"
+            return (
+                self._desired,
+                f"{self._reason} (next poll in {self.polling_interval - (now - self._last_poll):.0f}s)",
+            )
         self._last_poll = now
         value = self._read(signals)
         name = "+".join(self.metric)
@@ -82,6 +85,7 @@ class KedaScaledObject:
         else:
             desired = max(r for _, r in self._recommendations)
             desired = min(desired, current)
-            why = f"{name} {value:g} / {self.target:g} = {raw}; highest in {self.stabilization_window:g}s window {desired}"
+            window = f"{self.stabilization_window:g}s"
+            why = f"{name} {value:g} / {self.target:g} = {raw}; highest in the {window} window: {desired}"
         self._desired, self._reason = desired, why
         return desired, why

@@ -34,7 +34,9 @@ tiers:
 
 def run(cls: str, options: str) -> tuple[list[tuple[int, int, str]], dict[str, int], float]:
     text = TIERS.format(cls=cls, options=options)
-    result = simulate(parse_config(text, "tiers.yaml"), text, parse_workload(WORKLOAD), options=RunOptions(baselines=False))
+    result = simulate(
+        parse_config(text, "tiers.yaml"), text, parse_workload(WORKLOAD), options=RunOptions(baselines=False)
+    )
     assert result.store is not None
     decisions = [(d.current, d.desired, d.reason) for d in result.store.decisions("web", limit=100_000)]
     return decisions, result.events, result.report.tiers["web"].cost
