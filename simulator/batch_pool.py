@@ -60,7 +60,7 @@ class BatchPool:
                     self._draining.add(iid)
                 else:
                     self.interrupt([iid], now)
-        for iid in ready_set:
+        for iid in sorted(ready_set):  # sorted: dispatch order must not depend on string hashing
             if iid not in self._free:
                 self._free[iid] = self.concurrency - len(self._running.get(iid, {}))
                 self._draining.discard(iid)
@@ -134,6 +134,10 @@ class BatchPool:
     @property
     def in_flight(self) -> int:
         return sum(len(r) for r in self._running.values())
+
+    def running_on(self, iid: str) -> int:
+        """Tasks running on one instance (what its Celery worker would finish before a warm shutdown)."""
+        return len(self._running.get(iid, {}))
 
     @property
     def queue_depth(self) -> int:

@@ -159,6 +159,12 @@ class Fleet:
         pool = self.serving.get(tier) or self.batch[tier]
         return pool.signals()
 
+    def work_on(self, tier: str, iid: str) -> int:
+        """Requests (serving) or tasks (batch) still running on one instance: what a graceful drain waits for."""
+        if tier in self.serving:
+            return self.serving[tier].in_flight_by_instance().get(iid, 0)
+        return self.batch[tier].running_on(iid)
+
     def instance_seconds(self, tier: str) -> float:
         meter = self.meters[tier]
         return meter.billed_seconds if meter.billed_reported else meter.serving_seconds

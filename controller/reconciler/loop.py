@@ -309,7 +309,7 @@ class Reconciler:
         assert self._states is not None
         counted = scale.counted(rows)
         current = len(counted)
-        state, _ = self._states.get(name, (PolicyState(), current))
+        state, last_desired = self._states.get(name, (PolicyState(), current))
         try:
             decision = self.policy.decide(
                 name, tier, PolicyInput(now, reading.signals, current, state, self.policy.seasonal(name, tier, now))
@@ -319,7 +319,8 @@ class Reconciler:
             log.exception("policy for tier %s failed", name)
             desired, reason, new_state, demand = current, f"policy error, holding: {_one_line(exc)}", state, None
         self._states[name] = (new_state, desired)
-        self.store.save_policy_state(session, name, new_state, desired, now)
+        if (new_state, desired) != (state, last_desired):  # the store holds the last change; skip no-op writes
+            self.store.save_policy_state(session, name, new_state, desired, now)
         self._record_decision(session, name, now, current, desired, demand, reason, reading)
         tick = TierTick(
             name,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, delete, func, select
+from sqlalchemy import Engine, Select, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from controller.config import FleetConfig, TierSpec, config_digest
@@ -26,6 +27,17 @@ R = TypeVar("R", DecisionRecord, EventRecord)
 LIVE_STATES = ("pending", "provisioning", "bootstrapping", "ready", "draining")
 COUNTED_STATES = ("pending", "provisioning", "bootstrapping", "ready")  # toward the tier's current count
 ENDED_STATES = ("terminated", "failed")
+
+
+@functools.cache
+def _live_instances_query() -> Select[Any]:
+    # Built once: the daemon asks every tick, and building the IN clause costs more than running it.
+    return select(InstanceRecord).where(InstanceRecord.state.in_(LIVE_STATES))
+
+
+@functools.cache
+def _latest_version_query() -> Select[Any]:
+    return select(func.max(ConfigVersion.version))
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,7 @@ class Store:
     def __init__(self, engine: Engine):
         self.engine = engine
         self.sessions: sessionmaker[Session] = make_sessionmaker(engine)
+        self._active_cache: tuple[int | None, dict[str, TierSpec]] | None = None
 
     # ---- configuration ---------------------------------------------------------------------------
     def tier_specs(self) -> dict[str, dict[str, Any]]:
@@ -72,7 +85,15 @@ class Store:
             return {r.name: r.spec for r in rows}
 
     def active_tiers(self) -> dict[str, TierSpec]:
-        return {name: TierSpec.model_validate(spec) for name, spec in self.tier_specs().items()}
+        """The active tiers, validated. Every change to them comes with a new config version, so the
+        validated specs are kept until the latest version moves (one scalar query per call)."""
+        version = self.config_version()
+        cached = self._active_cache
+        if cached is not None and cached[0] == version:
+            return dict(cached[1])
+        tiers = {name: TierSpec.model_validate(spec) for name, spec in self.tier_specs().items()}
+        self._active_cache = (version, tiers)
+        return dict(tiers)
 
     def fleet_config(self) -> FleetConfig | None:
         """The last applied configuration (tiers and providers), or None before the first apply."""
@@ -85,8 +106,9 @@ class Store:
             return parse_config(latest.text, f"stored config v{latest.version}")
 
     def config_version(self) -> int | None:
-        with self.sessions() as s:
-            return s.scalar(select(func.max(ConfigVersion.version)))
+        with self.engine.connect() as conn:  # a plain read, no ORM session: the reconciler asks every tick
+            version: int | None = conn.scalar(_latest_version_query())
+            return version
 
     def apply_config(
         self, fleet: FleetConfig, text: str, source: str, now: float
@@ -141,7 +163,7 @@ class Store:
 
     # ---- instances -------------------------------------------------------------------------------
     def live_instances(self, session: Session) -> list[InstanceRecord]:
-        return list(session.scalars(select(InstanceRecord).where(InstanceRecord.state.in_(LIVE_STATES))).all())
+        return list(session.scalars(_live_instances_query()).all())
 
     def instances(
         self, tier: str | None = None, *, include_ended: bool = False, limit: int = 1000

@@ -140,6 +140,85 @@ class BatchLoad(_Strict):
         return self
 
 
+class CapacityWindow(_Strict):
+    """A capacity shortage: at most ``spot`` / ``on-demand`` machines of one GPU (per region) may run from
+    ``from`` until ``until`` (after the simulation start); creates beyond it fail with no capacity."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    spot: int | None = Field(None, ge=0)
+    on_demand: int | None = Field(None, ge=0, alias="on-demand")
+    from_: Duration = Field(0.0, alias="from")
+    until: Duration | None = None  # None: to the end of the run
+
+    @model_validator(mode="after")
+    def _says_something(self) -> CapacityWindow:
+        if self.spot is None and self.on_demand is None:
+            raise ValueError("a capacity window needs `spot`, `on-demand` or both (machines allowed at once)")
+        if self.until is not None and self.until <= self.from_:
+            raise ValueError(f"`until` ({self.until:g}s) must come after `from` ({self.from_:g}s)")
+        return self
+
+
+class SpotStorm(_Strict):
+    """A window with a different spot interruption rate (per spot instance per hour)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    from_: Duration = Field(alias="from")
+    until: Duration
+    spot_interruptions_per_hour: float = Field(ge=0, le=3600)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SpotStorm:
+        if self.until <= self.from_:
+            raise ValueError(f"`until` ({self.until:g}s) must come after `from` ({self.from_:g}s)")
+        return self
+
+
+class CloudSpec(_Strict):
+    """The simulated cloud every provider of the tiers file stands for during the run."""
+
+    provision_delay: tuple[Duration, Duration] = (120.0, 300.0)  # create → serving, uniform [min, max]
+    spot_interruptions_per_hour: float = Field(0.0, ge=0, le=3600)  # per spot instance, outside storms
+    notice: Duration = 120.0  # warning before a preemption (AWS: 2m, GCP: 30s); 0 = none
+    storms: list[SpotStorm] = Field(default_factory=list)
+    capacity: dict[str, list[CapacityWindow]] = Field(default_factory=dict)  # GPU -> one window or a list
+
+    @field_validator("provision_delay", mode="before")
+    @classmethod
+    def _one_or_two(cls, value: Any) -> Any:
+        return [value, value] if isinstance(value, int | float | str) and not isinstance(value, bool) else value
+
+    @field_validator("provision_delay")
+    @classmethod
+    def _delay_ordered(cls, value: tuple[float, float]) -> tuple[float, float]:
+        if value[0] > value[1]:
+            raise ValueError(f"expected [min, max] with min <= max, got {list(value)}")
+        return value
+
+    @field_validator("capacity", mode="before")
+    @classmethod
+    def _windows_as_lists(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {gpu: (w if isinstance(w, list) else [w]) for gpu, w in value.items()}
+        return value
+
+    @field_validator("capacity")
+    @classmethod
+    def _known_gpus(cls, value: dict[str, list[CapacityWindow]]) -> dict[str, list[CapacityWindow]]:
+        from sizing.gpus import UnknownGpu, normalize_gpu
+
+        for gpu in value:
+            try:
+                normalize_gpu(gpu)
+            except UnknownGpu as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    def capacity_windows(self) -> list[tuple[str, CapacityWindow]]:
+        """(GPU, window) pairs, windows of one GPU in the order written."""
+        return [(gpu, w) for gpu, windows in self.capacity.items() for w in windows]
+
+
 TierLoad = Annotated[SessionsLoad | PoissonLoad | TraceLoad | BatchLoad, Field(discriminator="kind")]
 _KINDS = "sessions, poisson, trace, batch"
 
@@ -149,6 +228,7 @@ class Workload(_Strict):
     start: str = DEFAULT_START
     duration: Duration = 86400.0
     tiers: dict[str, TierLoad] = Field(min_length=1)
+    cloud: CloudSpec = Field(default_factory=lambda: CloudSpec.model_validate({}))
     base_dir: str = Field(".", exclude=True)  # where relative trace paths start (the workload file's folder)
 
     @field_validator("start", mode="before")

@@ -1,0 +1,291 @@
+"""A simulated day through the real controller: policies, reconciler and store on virtual time.
+
+Each tick of ``tick_s`` virtual seconds: the cloud's scheduled events land (capacity windows, spot
+notices), the reconciler runs one real ``tick()`` (it reads the fleet model's signals, decides with the
+tier's policy, launches and retires instances on the simulated cloud, and records decisions and events
+in an in-memory SQLite store), then the instances' states in the store become the fleet model's ready
+and draining sets, and the fleet model serves the tick's traffic. No decision logic lives here.
+
+Before the workload starts, the controller runs a warm-up (the longest provisioning delay and two ticks)
+with no traffic, so each tier starts the day at what its policy holds at idle, as the baselines do;
+the warm-up is not billed to the report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import functools
+import multiprocessing
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Select, func, select
+
+from clocks import FakeClock
+from controller.config import FleetConfig
+from controller.reconciler.decide import bounds_for
+from controller.reconciler.loop import Reconciler
+from controller.store.db import make_engine
+from controller.store.models import Base, DecisionRecord, EventRecord, InstanceRecord
+from controller.store.repository import LIVE_STATES, Store
+from policies.external import ExternalPolicyError, load_external_policy
+from policies.spec import ExternalPolicy
+from simulator.baselines import BaselineSettings, run_baselines
+from simulator.cloud_events import CloudEvents
+from simulator.fleet import Fleet, TierModel, tier_models
+from simulator.fleet_signals import FleetSignals
+from simulator.report import BaselineOutcome, Report, build_report
+from simulator.sim_cloud import SimulationCloud
+from simulator.workloads.spec import Workload
+
+Progress = Callable[[float, float], None]  # (virtual seconds done, total)
+Baselines = dict[str, dict[str, BaselineOutcome]]
+
+
+class SimulationInputError(ValueError):
+    """The tiers file and the workload do not fit together; the message names the file, tier and field."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    tick_s: float = 5.0  # the daemon's tick interval (settings.tick_interval)
+    baselines: bool = True
+    parallel_baselines: bool = True  # run the baselines in a second process while the controller runs
+    progress_every_s: float = 600.0  # virtual seconds between progress callbacks
+
+
+@dataclass(slots=True)
+class SimulationResult:
+    report: Report
+    ticks: int
+    decisions: int  # decision rows the reconciler recorded (changes, and one a minute per tier)
+    events: dict[str, int]  # event kind -> count (launched, ready, draining, retired, interrupted, ...)
+    billed: float  # dollars the simulated clouds billed within the run (the report's total cost)
+    billed_with_warmup: float  # including the warm-up before the workload starts
+    interruptions_scheduled: int
+    store: Store | None = None  # the run's in-memory store: decisions, events and instance rows to inspect
+
+
+def models_for(config: FleetConfig, workload: Workload, workload_source: str = "workload") -> dict[str, TierModel]:
+    """Pair workload tiers with their configuration; every problem names the workload file and tier."""
+    missing = [name for name in workload.tiers if name not in config.tiers]
+    if missing:
+        known = ", ".join(config.tiers)
+        raise SimulationInputError(
+            "\n".join(
+                f'{workload_source}: tier "{name}": not in the tiers file (its tiers: {known}); '
+                "rename it or add the tier to the tiers file"
+                for name in missing
+            )
+        )
+    problems = []
+    for name in workload.tiers:
+        tier = config.tiers[name]
+        if isinstance(tier.policy, ExternalPolicy):  # fail before the run, not as a "hold" on every tick
+            try:
+                load_external_policy(tier.policy.class_, tier.policy.options, bounds_for(tier))
+            except ExternalPolicyError as exc:
+                problems.append(f'tiers file: tier "{name}": {exc}')
+        try:
+            one: dict[str, Any] = {name: tier}  # TierSpec fits the fleet's TierLike protocol (read-only fields)
+            tier_models(workload.model_copy(update={"tiers": {name: workload.tiers[name]}}), one)
+        except (ValueError, KeyError) as exc:
+            problems.append(f'{workload_source}: tier "{name}": {exc}')
+    if problems:
+        raise SimulationInputError("\n".join(problems))
+    tiers: dict[str, Any] = {name: config.tiers[name] for name in workload.tiers}
+    return tier_models(workload, tiers)
+
+
+def simulate(
+    config: FleetConfig,
+    config_text: str,
+    workload: Workload,
+    *,
+    options: RunOptions | None = None,
+    progress: Progress | None = None,
+    workload_source: str = "workload",
+) -> SimulationResult:
+    """Run the workload through the controller (and the baselines), return the report."""
+    opts = options or RunOptions()
+    models = models_for(config, workload, workload_source)
+    subset = FleetConfig(tiers={n: config.tiers[n] for n in workload.tiers}, providers=config.providers)
+    low, high = workload.cloud.provision_delay
+    settings = BaselineSettings(provisioning_delay_s=(low + high) / 2, tick_s=opts.tick_s)
+    pending: concurrent.futures.Future[Baselines] | None = None
+    pool: concurrent.futures.ProcessPoolExecutor | None = None
+    if opts.baselines and opts.parallel_baselines:
+        try:  # fork before any thread or event loop exists in this process
+            pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
+            pending = pool.submit(run_baselines, workload, models, settings)
+        except (OSError, ValueError):
+            pool, pending = None, None
+    try:
+        result = asyncio.run(_Run(subset, config_text, workload, models, opts, progress).run())
+        baselines: Baselines = {}
+        if pending is not None:
+            try:
+                baselines = pending.result()
+            except concurrent.futures.process.BrokenProcessPool:
+                pending = None
+        if opts.baselines and pending is None:
+            baselines = run_baselines(workload, models, settings)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    result.report.baselines = {k: dict(v) for k, v in baselines.items()}
+    return result
+
+
+@functools.cache
+def _live_rows_query() -> Select[Any]:
+    r = InstanceRecord
+    launched = func.coalesce(r.launched_at, r.created_at)
+    return select(r.tier, r.state, r.provider, r.provider_id, r.capacity, launched, r.ready_at).where(  # type: ignore[return-value]
+        r.state.in_(LIVE_STATES)
+    )
+
+
+class _Run:
+    def __init__(
+        self,
+        config: FleetConfig,
+        config_text: str,
+        workload: Workload,
+        models: Mapping[str, TierModel],
+        opts: RunOptions,
+        progress: Progress | None,
+    ) -> None:
+        self.workload = workload
+        self.opts = opts
+        self.progress = progress
+        self.start = workload.start_epoch
+        self.warmup = workload.cloud.provision_delay[1] + 2 * opts.tick_s
+        self.clock = FakeClock(self.start - self.warmup)
+        self.fleet = Fleet(workload, models)
+        names = sorted({p for tier in config.tiers.values() for p in tier.providers})
+        self.clouds = {n: SimulationCloud(n, self.clock, workload.cloud, workload.seed) for n in names}
+        self.events = CloudEvents(workload.cloud, self.clouds, workload.seed)
+        engine = make_engine("sqlite://")
+        Base.metadata.create_all(engine)
+        self.store = Store(engine)
+        self.store.apply_config(config, config_text, "simulate", self.clock.now())
+        self.reconciler = Reconciler(
+            self.store,
+            self.clouds,
+            FleetSignals(self.fleet, self.clock),
+            self.clock,
+            ready_on_running=tuple(self.clouds),
+            drain_check=self._drain_check,
+        )
+        self.members: dict[str, tuple[frozenset[str], frozenset[str]]] = {n: (frozenset(), frozenset()) for n in models}
+        self.tier_of: dict[str, str] = {}
+
+    async def _drain_check(self, row: InstanceRecord) -> float | None:
+        """What vLLM (or the Celery worker) on a draining instance still runs: the reconciler deletes it at 0."""
+        if row.tier not in self.fleet.models or row.provider_id is None:
+            return None
+        return float(self.fleet.work_on(row.tier, row.provider_id))
+
+    async def run(self) -> SimulationResult:
+        tick, duration = self.opts.tick_s, self.workload.duration
+        t, ticks = -self.warmup, 0
+        billed_at_start: float | None = None
+        next_progress = 0.0
+        while t < duration - 1e-9:
+            if t >= 0 and billed_at_start is None:
+                self.clock.set(self.start)
+                billed_at_start = self._billed()
+            self.clock.set(self.start + t)
+            self.events.apply(t)
+            await self.reconciler.tick()
+            ticks += 1
+            billed = self._sync_fleet(max(t, 0.0))
+            if t >= 0:
+                t1 = min(t + tick, duration)
+                for name, count in billed.items():
+                    self.fleet.bill(name, t, t1, count)
+                self.fleet.advance(t, t1)
+                if self.progress is not None and t1 >= next_progress:
+                    self.progress(t1, duration)
+                    next_progress = t1 + self.opts.progress_every_s
+            t = round(t + tick, 6)
+        self.clock.set(self.start + duration)
+        billed_end = self._billed()
+        return self._result(ticks, billed_end - (billed_at_start or 0.0), billed_end)
+
+    def _sync_fleet(self, now: float) -> dict[str, int]:
+        """The store's view of the instances becomes the fleet model's; returns instances billing per tier."""
+        ready: dict[str, set[str]] = {n: set() for n in self.members}
+        draining: dict[str, set[str]] = {n: set() for n in self.members}
+        billing: dict[str, int] = dict.fromkeys(self.members, 0)
+        with self.store.engine.connect() as conn:  # a plain read of seven columns: this runs every tick
+            rows: list[Any] = list(conn.execute(_live_rows_query()).all())
+        for tier, state, provider, provider_id, capacity, launched_at, ready_at in rows:
+            if provider_id is None or tier not in self.members:
+                continue
+            billing[tier] += 1
+            self.events.watch(provider, provider_id, capacity, launched_at - self.start)
+            if state == "ready":
+                ready[tier].add(provider_id)
+            elif state == "draining" and ready_at is not None:
+                draining[tier].add(provider_id)
+        for name, (was_ready, was_draining) in self.members.items():
+            now_ready, now_draining = frozenset(ready[name]), frozenset(draining[name])
+            if (now_ready, now_draining) == (was_ready, was_draining):
+                continue
+            gone = (was_ready | was_draining) - now_ready - now_draining
+            # Deleted with work still on it (preempted, noticed, or past the drain timeout): that work is
+            # cut and retried elsewhere. Drained to zero: nothing to do.
+            cut = sorted(i for i in gone if self.fleet.work_on(name, i) > 0)
+            if cut:
+                self.fleet.interrupt(name, cut, now)
+            self.fleet.set_instances(name, sorted(now_ready), sorted(now_draining), now)
+            self.members[name] = (now_ready, now_draining)
+        return billing
+
+    def _billed(self) -> float:
+        return sum(cloud.billed() for cloud in self.clouds.values())
+
+    def _result(self, ticks: int, billed: float, billed_total: float) -> SimulationResult:
+        report = build_report(self.fleet, self.workload.duration)
+        per_tier: dict[str, list[float]] = {}
+        for cloud in self.clouds.values():
+            for name, (dollars, seconds) in cloud.billed_by_tier(
+                self.start, self.start + self.workload.duration
+            ).items():
+                entry = per_tier.setdefault(name, [0.0, 0.0])
+                entry[0] += dollars
+                entry[1] += seconds
+        with self.store.sessions() as s:
+            interrupted = dict(
+                s.execute(
+                    select(InstanceRecord.tier, func.count())
+                    .where(InstanceRecord.interrupted.is_(True))
+                    .group_by(InstanceRecord.tier)
+                ).all()
+            )
+            decisions = int(s.scalar(select(func.count()).select_from(DecisionRecord)) or 0)
+            events = dict(s.execute(select(EventRecord.kind, func.count()).group_by(EventRecord.kind)).all())
+        for name, outcome in list(report.tiers.items()):
+            dollars, seconds = per_tier.get(name, [0.0, 0.0])
+            report.tiers[name] = dataclasses.replace(
+                outcome,
+                cost=dollars,
+                gpu_hours=seconds * self.fleet.models[name].gpu_count / 3600.0,
+                interruptions=int(interrupted.get(name, 0)),
+            )
+        return SimulationResult(
+            report=report,
+            ticks=ticks,
+            decisions=decisions,
+            events=dict(Counter({str(k): int(v) for k, v in events.items()})),
+            billed=billed,
+            billed_with_warmup=billed_total,
+            interruptions_scheduled=self.events.interruptions_scheduled,
+            store=self.store,
+        )

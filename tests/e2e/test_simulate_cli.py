@@ -1,0 +1,96 @@
+"""`scalectl simulate` as a process: JSON report and plot, determinism across processes, bad input exits 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.e2e.helpers import scalectl
+
+TIERS = """
+tiers:
+  web:
+    capacity: on-demand
+    gpu: H100-SXM5-80GB
+    providers: [simulated]
+    min: 1
+    max: 4
+    policy: {kind: min-floor, floor: 1, ttft_p95_max: 400ms, in_flight_per_instance: 50}
+  jobs:
+    capacity: spot
+    fallback: on-demand
+    gpu: H100-SXM5-80GB
+    providers: [simulated]
+    min: 0
+    max: 6
+    policy: {kind: scale-to-zero, queue_per_instance: 8}
+"""
+
+WORKLOAD = """
+seed: 3
+duration: 30m
+tiers:
+  web: {kind: poisson, rate: 20, ttft_target: 500ms}
+  jobs:
+    kind: batch
+    bursts: [{at: 5m, tasks: 40, over: 1m}]
+    task_time: {mean: 45s, cv: 0.3}
+cloud: {spot_interruptions_per_hour: 1, notice: 30s}
+"""
+
+
+def _files(tmp_path: Path, tiers: str = TIERS, workload: str = WORKLOAD) -> tuple[Path, Path]:
+    (tmp_path / "tiers.yaml").write_text(tiers)
+    (tmp_path / "day.yaml").write_text(workload)
+    return tmp_path / "tiers.yaml", tmp_path / "day.yaml"
+
+
+def test_json_report_plot_and_the_same_answer_in_another_process(tmp_path: Path) -> None:
+    tiers, workload = _files(tmp_path)
+    plot = tmp_path / "day.png"
+    args = ("simulate", "-f", str(tiers), "--workload", str(workload), "-o", "json")
+    first = scalectl(tmp_path / "a", *args, "--plot", str(plot), PYTHONHASHSEED="1")
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)  # nothing but the report on stdout
+    assert set(report["tiers"]) == {"web", "jobs"}
+    web = report["tiers"]["web"]
+    assert web["requests"] > 30_000 and 0.9 < web["slo_attainment"] <= 1.0
+    assert set(web["baselines"]) == {"static", "reactive", "oracle"} and web["cost_vs_oracle"] > 0
+    assert report["tiers"]["jobs"]["lost_tasks"] == 0
+    assert abs(report["total"]["cost"] - report["controller"]["billed"]) < 1e-9
+    assert report["controller"]["decisions"] > 0 and report["controller"]["events"]["launched"] >= 2
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    again = scalectl(tmp_path / "b", *args, PYTHONHASHSEED="2")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout) == report
+    reseeded = scalectl(tmp_path / "c", *args, "--seed", "4", "--no-baselines")
+    assert json.loads(reseeded.stdout)["tiers"]["web"]["requests"] != web["requests"]
+
+
+def test_table_output(tmp_path: Path) -> None:
+    tiers, workload = _files(tmp_path, workload=WORKLOAD.replace("duration: 30m", "duration: 5m"))
+    result = scalectl(tmp_path, "simulate", "-f", str(tiers), "--workload", str(workload), "--no-baselines")
+    assert result.returncode == 0, result.stderr
+    assert "web" in result.stdout and "total" in result.stdout and "controller:" in result.stdout
+
+
+def test_workload_tier_not_in_the_tiers_file_exits_2_naming_file_and_tier(tmp_path: Path) -> None:
+    tiers, workload = _files(tmp_path, workload=WORKLOAD.replace("  web:", "  chat:"))
+    result = scalectl(tmp_path, "simulate", "-f", str(tiers), "--workload", str(workload))
+    assert result.returncode == 2
+    assert f'{workload}: tier "chat": not in the tiers file' in " ".join(result.stderr.split())
+    assert result.stdout == ""
+
+
+def test_bad_workload_field_exits_2_naming_file_tier_and_field(tmp_path: Path) -> None:
+    tiers, workload = _files(tmp_path, workload=WORKLOAD.replace("rate: 20", "rate: -1"))
+    result = scalectl(tmp_path, "simulate", "-f", str(tiers), "--workload", str(workload))
+    assert result.returncode == 2
+    assert 'tier "web": rate: Input should be greater than 0' in " ".join(result.stderr.split())
+
+
+def test_bad_tiers_file_exits_2(tmp_path: Path) -> None:
+    tiers, workload = _files(tmp_path, tiers=TIERS.replace("max: 4", "max: four"))
+    result = scalectl(tmp_path, "simulate", "-f", str(tiers), "--workload", str(workload))
+    assert result.returncode == 2
+    assert 'tier "web": max' in " ".join(result.stderr.split())
