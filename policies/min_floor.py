@@ -13,8 +13,9 @@ Conditions (each with a clock in ``PolicyState.since``):
 
 The queue only measures work *beyond* what the instances are serving: a well-sized fleet reads 0. So
 scale-in must also keep the instances the work in flight needs: with ``in_flight_per_instance`` set it
-keeps ceil(peak in flight / in_flight_per_instance); without it, it steps down ``scale_in_step``
-(default 1) instance per window and lets the latency and queue rules catch an overshoot.
+keeps ceil(peak in flight / in_flight_per_instance), removing at most half the fleet per window;
+without it, it steps down ``scale_in_step`` (default 1) instance per window and lets the latency and
+queue rules catch an overshoot.
 
 Scale-out fires when an over-condition has held for ``scale_out_after``: to ceil(depth / qpi), at least
 current + 1. Its clock then restarts, so the next step needs another ``scale_out_after`` (new instances
@@ -150,9 +151,12 @@ def _scale_in(
         needed = ceil_count(busy / per_instance)
         if needed > target:
             target, busy_note = needed, f"{num(busy)} in flight need {needed}"
-    step = rules.scale_in_step or (None if per_instance is not None else 1)
-    if step is not None and current - target > step:
-        target, busy_note = current - step, busy_note or f"step {step}"
+    # At most half the fleet per window even when the work in flight says more could go: per-request
+    # latency grows with batch size, so a lightly loaded fleet overstates how few instances would do.
+    step = rules.scale_in_step or (max(1, current // 2) if per_instance is not None else 1)
+    if current - target > step:
+        target = current - step
+        busy_note = f"{busy_note}; at most {step} per window" if busy_note else f"step {step}"
     text = " and ".join(t for t in (queue_text, ttft_text) if t) + f" for {dur(held)}"
     if target >= current:  # the floor (or the work in flight) keeps it
         if held >= rules.scale_in_after:  # the peaks are a window's, not since the condition began

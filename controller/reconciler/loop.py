@@ -53,6 +53,7 @@ RECORD_EVERY = 60.0  # a decision is recorded when it changes, and at least this
 MAX_PLACEMENT_ROUNDS = 3  # failover attempts within one tick after no-capacity answers
 CREATE_BACKOFF_FIRST = 10.0  # seconds a tier waits after a create failed for a non-retryable reason
 CREATE_BACKOFF_MAX = 600.0
+NOTICE_DRAIN_MAX = 90.0  # an instance warned of a reclaim drains at most this long (AWS warns 120 s ahead)
 NOTE_EVERY = 300.0  # a repeating condition's event is written again at most this often
 
 
@@ -527,7 +528,9 @@ class Reconciler:
         for row in draining:
             tier = tiers.get(row.tier)
             timeout = tier.drain_timeout if tier is not None else 0.0
-            if row.ready_at is None or row.interrupted or self.drain_check is None or row.address is None:
+            if row.interrupted:  # warned of a reclaim: finish what runs, within the notice window
+                timeout = min(timeout, NOTICE_DRAIN_MAX)
+            if row.ready_at is None or self.drain_check is None or row.address is None:
                 ready_to_go.append(row)
             elif now - (row.drain_started_at or now) >= timeout:
                 row.reason = f"{row.reason}; drain timeout {timeout:g}s passed"

@@ -76,7 +76,10 @@ def ranked_offers(
     *,
     spot_backoff: bool = False,
 ) -> list[Placement]:
-    """Every acceptable placement, best first: capacity preference, then price, then provider order."""
+    """Every acceptable placement, best first. On-demand tiers: by price, then provider order. Spot tiers
+    with an on-demand fallback: by price across both kinds, spot first at equal price (on-demand that
+    costs less than spot — as A100 80G PCIe does in the seed prices — is simply the better buy); while
+    spot is in back-off after repeated interruptions, on-demand first."""
     provider_rank = {name: i for i, name in enumerate(tier.providers)}
     offers = [o for o in offers if o.provider in provider_rank and o.gpu_count == tier.gpu_count]
     if tier.regions:
@@ -91,6 +94,8 @@ def ranked_offers(
             candidates.append(Placement(offer, capacity, price, is_fallback))
         candidates.sort(key=lambda p: (p.price_per_hour, provider_rank[p.offer.provider], p.offer.offer_id))
         ranked.extend(candidates)
+    if tier.fallback == "on-demand" and not spot_backoff:  # one market: the cheapest capacity wins
+        ranked.sort(key=lambda p: (p.price_per_hour, p.capacity is not Capacity.SPOT))
     return ranked
 
 

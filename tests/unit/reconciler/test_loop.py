@@ -455,3 +455,43 @@ async def test_signal_errors_and_their_counts_are_recorded_for_describe(make_wor
     last = w.store.decisions("web")[-1]
     assert last.signals["errors"] == {"queue": "ConnectionError: redis://:***@127.0.0.1:1/0 refused"}
     assert last.signals["error_counts"] == {"queue": 7}
+
+
+async def test_a_warned_instance_drains_its_work_within_the_notice_window(make_world) -> None:
+    from controller.reconciler.loop import NOTICE_DRAIN_MAX
+
+    w: World = make_world()
+    running = {"n": 3.0}
+
+    async def drain_check(row):  # type: ignore[no-untyped-def]
+        return running["n"]
+
+    w.reconciler.drain_check = drain_check
+    w.target("batch", 1)
+    await w.run()
+    w.clock.advance(61)
+    await w.run()
+    inst = w.rows("batch", ("ready",))[0]
+    with w.store.sessions.begin() as s:  # give it an address so the drain check applies
+        s.get(InstanceRecord, inst.key).address = "127.0.0.1:9"  # type: ignore[union-attr]
+    w.cloud.interrupt(inst.provider_id or "", notice=600)  # a long notice: our window is the cap
+    await w.run()
+    assert w.rows("batch", ("draining",))[0].key == inst.key  # still finishing its work
+    assert len(w.rows("batch", ("provisioning",))) == 1  # while its replacement boots
+    running["n"] = 0.0
+    await w.run()
+    assert w.rows("batch", ("terminated",))[0].key == inst.key  # drained: deleted
+
+    # and a warned instance that never drains goes when the notice window is over
+    w.target("batch", 2)
+    running["n"] = 5.0
+    await w.run(15, step=10.0)
+    busy = next(r for r in w.rows("batch", ("ready",)))
+    with w.store.sessions.begin() as s:
+        s.get(InstanceRecord, busy.key).address = "127.0.0.1:9"  # type: ignore[union-attr]
+    w.cloud.interrupt(busy.provider_id or "", notice=600)
+    await w.run(int(NOTICE_DRAIN_MAX // 10), step=10.0)
+    assert any(r.key == busy.key for r in w.rows("batch", ("draining",)))
+    await w.run(2, step=10.0)
+    ended = next(r for r in w.rows("batch") if r.key == busy.key)
+    assert ended.state == "terminated" and "drain timeout 90s passed" in ended.reason
