@@ -108,7 +108,11 @@ def evaluate(
         if not over:
             continue
         held = state.held_for(name, now)
-        if held >= rules.scale_out_after:
+        if held >= rules.scale_out_after and name == TTFT_OVER and inp.booting > 0 and not queue_over:
+            # +1 per breach is incremental: while instances already asked for still boot (minutes on a GPU
+            # cloud), adding more on the same symptom only overshoots. The queue rule is absolute; it stays.
+            waiting.append(f"{text} for {dur(held)}, {inp.booting} instance(s) still booting")
+        elif held >= rules.scale_out_after:
             fired.append(f"{text} for {dur(held)}")
             state = state.restart(name, now)
         else:

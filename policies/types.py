@@ -115,6 +115,7 @@ class PolicyInput:
     current: int  # instances counted toward the tier (provisioning + bootstrapping + ready)
     state: PolicyState
     history: SeasonalHistory = field(default_factory=SeasonalHistory)
+    booting: int = 0  # of ``current``, instances not serving yet (their capacity is on its way)
 
 
 @dataclass(frozen=True, slots=True)

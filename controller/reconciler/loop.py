@@ -312,9 +312,9 @@ class Reconciler:
         current = len(counted)
         state, last_desired = self._states.get(name, (PolicyState(), current))
         try:
-            decision = self.policy.decide(
-                name, tier, PolicyInput(now, reading.signals, current, state, self.policy.seasonal(name, tier, now))
-            )
+            booting = sum(1 for r in counted if r.state != "ready")
+            inp = PolicyInput(now, reading.signals, current, state, self.policy.seasonal(name, tier, now), booting)
+            decision = self.policy.decide(name, tier, inp)
             desired, reason, new_state, demand = decision.desired, decision.reason, decision.state, decision.demand
         except Exception as exc:  # a policy bug must not take the fleet down: hold, and say why
             log.exception("policy for tier %s failed", name)

@@ -43,6 +43,7 @@ class Runner:
         at: float,
         current: int | None = None,
         history: SeasonalHistory | None = None,
+        booting: int = 0,
         **signals: float | None,
     ) -> Decision:
         """Decide at ``start + at`` seconds; the decision takes effect at once (current = desired)."""
@@ -52,6 +53,7 @@ class Runner:
             current=self.current if current is None else current,
             state=self.state,
             history=history or SeasonalHistory(),
+            booting=booting,
         )
         decision = decide(self.policy, inp, self.bounds, self.external)
         self.state = decision.state

@@ -224,3 +224,16 @@ def test_a_window_that_sheds_nothing_starts_afresh_so_old_peaks_expire() -> None
     shrunk = run.tick(602, queue_depth=0, requests_running=100)
     assert shrunk.desired == 3  # 100 in flight need 2, but at most half the fleet goes per window
     assert "100 in flight need 2; at most 3 per window" in shrunk.reason
+
+
+def test_a_ttft_breach_waits_for_instances_still_booting_but_the_queue_rule_does_not() -> None:
+    run = Runner(MF, current=4)
+    run.tick(0, booting=2, queue_depth=0, ttft_p95_s=0.9)
+    held = run.tick(61, booting=2, queue_depth=0, ttft_p95_s=0.9)
+    assert held.desired == 4 and "2 instance(s) still booting" in held.reason
+    fired = run.tick(62, booting=0, queue_depth=0, ttft_p95_s=0.9)  # they came up; TTFT is still over
+    assert fired.desired == 5
+    run.current = 5
+    run.tick(200, booting=1, queue_depth=120, ttft_p95_s=0.9)
+    queue = run.tick(261, booting=1, queue_depth=120, ttft_p95_s=0.9)
+    assert queue.desired == 12  # ceil(120 / 10): the queue rule sizes absolutely, booting or not
