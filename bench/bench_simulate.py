@@ -2,7 +2,7 @@
 
 From the repository root (project installed, or PYTHONPATH=.):
     python bench/bench_simulate.py                 # every scenario
-    python bench/bench_simulate.py support-day     # one: support-day | batch-night | spot-storm | azure-conv
+    python bench/bench_simulate.py support-day     # one: support-day | support-fleet | batch-night | spot-storm | azure-conv
 
 For each scenario and tier: SLO attainment, cost, cost / oracle, cost / static peak, the reactive (KEDA/HPA)
 baseline's cost and SLO, and simulated seconds per wall second for the whole run (controller, fleet model
@@ -28,6 +28,7 @@ TRACES = Path(os.environ.get("SCALECTL_TRACES", "/work/shared/traces"))
 
 SCENARIOS = {  # name -> (tiers file, workload file)
     "support-day": ("tiers/support-business-day.yaml", "workloads/support-business-day.yaml"),
+    "support-fleet": ("tiers/support-fleet-day.yaml", "workloads/support-fleet-day.yaml"),
     "batch-night": ("tiers/batch-night.yaml", "workloads/batch-night.yaml"),
     "spot-storm": ("tiers/spot-storm.yaml", "workloads/spot-storm.yaml"),
     "azure-conv": ("tiers/azure-conversation.yaml", "workloads/azure-conversation.yaml"),

@@ -118,7 +118,8 @@ def evaluate(
         else:
             waiting.append(f"{text} for {dur(held)} (scale out after {dur(rules.scale_out_after)})")
     if fired:
-        target = max(current + 1, demand or 0, floor)
+        step = 1 if queue_over else max(1, ceil_count(current * rules.ttft_scale_out_step))
+        target = max(current + step, demand or 0, floor)
         return Decision(target, f"{' and '.join(fired)} → {target}", state, demand)
 
     if current < floor:

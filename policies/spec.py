@@ -27,6 +27,9 @@ class ReactiveRules(_Strict):
     # When set, scale-in keeps enough instances for the work in flight; when not, scale-in steps down.
     in_flight_per_instance: float | None = Field(None, gt=0)
     scale_in_step: int | None = Field(None, ge=1)  # most instances removed at once (None: 1, or any with the above)
+    # A TTFT breach adds this share of the fleet (at least one instance), once per boot: the step that
+    # meets a +30% spike in one round instead of one instance per provisioning delay.
+    ttft_scale_out_step: float = Field(0.2, ge=0, le=2)
 
 
 class MinFloorPolicy(ReactiveRules):

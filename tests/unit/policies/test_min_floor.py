@@ -237,3 +237,12 @@ def test_a_ttft_breach_waits_for_instances_still_booting_but_the_queue_rule_does
     run.tick(200, booting=1, queue_depth=120, ttft_p95_s=0.9)
     queue = run.tick(261, booting=1, queue_depth=120, ttft_p95_s=0.9)
     assert queue.desired == 12  # ceil(120 / 10): the queue rule sizes absolutely, booting or not
+
+
+def test_a_ttft_breach_adds_a_share_of_a_large_fleet_at_once() -> None:
+    run = Runner(MF, current=10)
+    run.tick(0, queue_depth=0, ttft_p95_s=0.9)
+    assert run.tick(61, queue_depth=0, ttft_p95_s=0.9).desired == 12  # +20% of 10, not +1
+    small = Runner(MF, current=3)
+    small.tick(0, queue_depth=0, ttft_p95_s=0.9)
+    assert small.tick(61, queue_depth=0, ttft_p95_s=0.9).desired == 4  # at least one
