@@ -2,7 +2,8 @@
 
 From the repository root (project installed, or PYTHONPATH=.):
     python bench/bench_simulate.py                 # every scenario
-    python bench/bench_simulate.py support-day     # one: support-day | support-fleet | batch-night | spot-storm | azure-conv
+    python bench/bench_simulate.py support-day     # one of: support-day, support-fleet, batch-night,
+                                                   #   spot-storm, azure-conv
 
 For each scenario and tier: SLO attainment, cost, cost / oracle, cost / static peak, the reactive (KEDA/HPA)
 baseline's cost and SLO, and simulated seconds per wall second for the whole run (controller, fleet model

@@ -118,6 +118,7 @@ class Daemon:
             key_prefix=self.settings.key_prefix,
             max_concurrent_calls=self.settings.max_concurrent_provider_calls,
             offers_ttl=self.settings.offers_ttl,
+            offer_unavailable_for=self.settings.offer_unavailable_for,
             **self.serving.reconciler_kwargs(),
         )
         self._config_version = store.config_version()

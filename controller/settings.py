@@ -33,6 +33,9 @@ class Settings(BaseSettings):
     config_file: Path | None = Field(None, description="tiers.yaml applied at start (else the stored config)")
     retention_days: float = Field(14.0, gt=0)
     offers_ttl: float = Field(60.0, ge=0, description="Seconds provider offers are cached")
+    offer_unavailable_for: float = Field(
+        180.0, ge=0, description="Seconds an offer is skipped after a no-capacity answer (Karpenter: 3 min)"
+    )
     max_concurrent_provider_calls: int = Field(32, ge=1)
     webhook_secret_env: str = "SCALECTL_WEBHOOK_SECRET"
     webhook_secret_file: Path | None = None

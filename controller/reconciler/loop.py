@@ -104,6 +104,7 @@ class Reconciler:
         route_update: RouteUpdate | None = None,
         max_concurrent_calls: int = 32,
         offers_ttl: float = OFFERS_TTL,
+        offer_unavailable_for: float = placement.UNAVAILABLE_FOR,
     ):
         self.store = store
         self.providers = dict(providers)
@@ -119,6 +120,7 @@ class Reconciler:
         self._limit = asyncio.Semaphore(max_concurrent_calls)
         self.offer_cache = OfferCache(clock, ttl=offers_ttl)
         self.unavailable = placement.UnavailableOffers()
+        self.offer_unavailable_for = offer_unavailable_for
         self._interruptions: dict[str, deque[float]] = defaultdict(deque)
         self._states: dict[str, tuple[PolicyState, int]] | None = None
         self._last_recorded: dict[str, tuple[int, str, float]] = {}
@@ -468,7 +470,7 @@ class Reconciler:
                     continue
                 error = _one_line(result)
                 if isinstance(result, InsufficientCapacity):
-                    self.unavailable.mark(create.spec.offer, create.spec.capacity, now)
+                    self.unavailable.mark(create.spec.offer, create.spec.capacity, now, self.offer_unavailable_for)
                     self._end(session, row, "failed", now, f"no capacity: {error}", "no-capacity")
                     retry.append(create)
                 elif isinstance(result, QuotaExceeded | AuthFailed):  # the whole account: try elsewhere

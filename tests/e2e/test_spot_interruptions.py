@@ -108,6 +108,7 @@ def test_preemptions_are_replaced_at_once_with_fallback_and_hand_back(
         SCALECTL_SPHERON_API_KEY=API_KEY,
         SCALECTL_TICK_INTERVAL="1",
         SCALECTL_OFFERS_TTL="1",
+        SCALECTL_OFFER_UNAVAILABLE_FOR="5",
     )
     try:
         wait_for("3 spot instances ready", lambda: sum(r["state"] == "ready" for r in live(tmp_path, "spot")) == 3)
@@ -115,10 +116,14 @@ def test_preemptions_are_replaced_at_once_with_fallback_and_hand_back(
         # 1. A preemption (Spheron shows it as terminated-provider): replaced in the same tick.
         victim = live(tmp_path)[0]
         fake.preempt(victim["provider_id"])
-        wait_for(
-            "the preempted instance closed",
-            lambda: any(r["key"] == victim["key"] and r["state"] == "terminated" for r in rows(tmp_path)),
-        )
+
+        def closed_and_replaced() -> bool:  # both land in one tick, committed a moment apart
+            ended = [r for r in rows(tmp_path) if r["key"] == victim["key"] and r["state"] == "terminated"]
+            return bool(ended) and any(
+                r["created_at"] >= ended[0]["ended_at"] for r in rows(tmp_path) if r["key"] != victim["key"]
+            )
+
+        wait_for("the preempted instance closed and replaced", closed_and_replaced)
         ended = next(r for r in rows(tmp_path) if r["key"] == victim["key"])
         assert ended["interrupted"] and ended["cost"] > 0
         replacement = [r for r in rows(tmp_path) if r["created_at"] >= ended["ended_at"] and r["key"] != victim["key"]]
