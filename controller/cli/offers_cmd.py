@@ -182,7 +182,9 @@ def render(result: OffersResult, capacity: Capacity | None, fmt: Format) -> None
 
 # ---- the command ---------------------------------------------------------------------------------
 def offers(
-    file: Path = typer.Option(..., "--file", "-f", help="tiers.yaml whose providers to ask."),
+    file: Path | None = typer.Option(
+        None, "--file", "-f", help="tiers.yaml whose providers to ask (default: the applied configuration)."
+    ),
     gpu: str | None = typer.Option(None, "--gpu", "-g", help="GPU name, e.g. H100 (default: the tiers' GPUs)."),
     count: int | None = typer.Option(None, "--count", "-n", min=1, help="GPUs per offer (default: 1 with --gpu)."),
     spot: bool = typer.Option(False, "--spot", help="Only spot offers, ranked by spot price."),
@@ -190,9 +192,10 @@ def offers(
     timeout: float = typer.Option(DEFAULT_TIMEOUT, "--timeout", min=1.0, help="Seconds to wait per provider."),
     output: Format = OutputOption,
 ) -> None:
-    """Offers from every provider of a tiers file: provider, GPU, count, region, $/h, availability."""
+    """Offers from every provider of a tiers file (or of the applied configuration): provider, GPU,
+    count, region, $/h, availability."""
     with user_errors():
-        fleet, _ = load_config(file)
+        fleet = load_config(file)[0] if file is not None else _applied_config()
     capacity = Capacity.SPOT if spot else None
     try:
         requests = requests_for(fleet, gpu, count, capacity)
@@ -200,12 +203,22 @@ def offers(
         fail(f"--gpu: {exc}", EXIT_USAGE)
     configs = selected_configs(fleet, provider or [])
     if not configs:
-        fail(f"{file}: no providers to ask: add a `providers:` block or name simulated/local in a tier", EXIT_USAGE)
+        where = file or "the applied configuration"
+        fail(f"{where}: no providers to ask: add a `providers:` block or name simulated/local in a tier", EXIT_USAGE)
     result = asyncio.run(collect(configs, requests, wait_seconds=timeout))
     render(result, capacity, output)
     if result.all_failed:
         Console(stderr=True).print("[bold red]error:[/] every provider failed; see above", highlight=False)
         raise typer.Exit(EXIT_ERROR)
+
+
+def _applied_config() -> FleetConfig:
+    from controller.cli.context import open_store, settings
+
+    fleet = open_store(settings()).fleet_config()
+    if fleet is None:
+        fail("no configuration applied yet: pass -f tiers.yaml, or run `scalectl apply -f tiers.yaml`", EXIT_USAGE)
+    return fleet
 
 
 def register(app: typer.Typer) -> None:

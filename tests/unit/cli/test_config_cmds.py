@@ -122,3 +122,14 @@ def test_unreachable_database_is_a_clean_error_without_the_password(
     assert code == 1
     assert "cannot open the database" in err and "127.0.0.1:1" in err
     assert "hunter2secret" not in err + out
+
+
+def test_offers_defaults_to_the_applied_configuration(cli: CliRunner) -> None:
+    code, _, err = run(cli, "offers")
+    assert code == 2 and "no configuration applied yet" in err
+    run(cli, "apply", "-f", str(EXAMPLE))
+    code, out, _ = run(cli, "offers", "--gpu", "H100", "-o", "json")
+    assert code == 0
+    offers = json.loads(out)["offers"]
+    assert offers and {o["provider"] for o in offers} == {"simulated"}
+    assert {o["gpu"] for o in offers} == {"H100-SXM5-80GB"}
