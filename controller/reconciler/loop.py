@@ -12,7 +12,7 @@ import asyncio
 import logging
 import secrets
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -143,14 +143,11 @@ class Reconciler:
             await self._sync_with_providers(session, rows, tiers, now, report)
             session.commit()
             rows = [r for r in rows if r.state in scale.COUNTED or r.state == "draining"]
-            by_tier: dict[str, list[InstanceRecord]] = defaultdict(list)
-            for row in rows:
-                by_tier[row.tier].append(row)
+            by_tier = _group_by_tier(rows)
             readings = await self._read_signals(tiers, by_tier)
             creates: list[_Create] = self._retries(rows, tiers, now)
-            retire: list[InstanceRecord] = []
             for name, tier in tiers.items():
-                tick = self._decide_and_plan(session, name, tier, by_tier[name], readings[name], now, creates, retire)
+                tick = self._decide_and_plan(session, name, tier, by_tier[name], readings[name], now, creates)
                 report.tiers[name] = tick
             for name in set(by_tier) - set(tiers):  # tier removed from the config: retire everything
                 for row in by_tier[name]:
@@ -307,7 +304,6 @@ class Reconciler:
         reading: TierReading,
         now: float,
         creates: list[_Create],
-        retire: list[InstanceRecord],
     ) -> TierTick:
         assert self._states is not None
         counted = scale.counted(rows)
@@ -341,7 +337,6 @@ class Reconciler:
         elif desired < current:
             for row in scale.retirement_order(counted, tier.capacity)[: current - desired]:
                 self._start_draining(session, row, now, f"scale in: {reason}")
-                retire.append(row)
                 tick.retired += 1
         else:
             tick.launched = self._plan_rebalance(session, name, tier, rows, now, creates)
@@ -494,13 +489,15 @@ class Reconciler:
     def _replan(
         self, session: Session, failed: list[_Create], tiers: Mapping[str, TierSpec], now: float
     ) -> list[_Create]:
+        if not failed:
+            return []
+        by_tier = _group_by_tier(self.store.live_instances(session))
         replanned: list[_Create] = []
         for create in failed:
-            tier = tiers[create.row.tier]
-            rows = [r for r in self.store.live_instances(session) if r.tier == create.row.tier]
-            replanned_rows: list[_Create] = []
-            self._plan_creates(session, create.row.tier, tier, rows, 1, now, replanned_rows, surge=create.row.surge)
-            replanned.extend(replanned_rows)
+            name = create.row.tier
+            planned = len(replanned)
+            self._plan_creates(session, name, tiers[name], by_tier[name], 1, now, replanned, surge=create.row.surge)
+            by_tier[name].extend(c.row for c in replanned[planned:])  # later placements see its spend
         return replanned
 
     def _retries(self, rows: list[InstanceRecord], tiers: Mapping[str, TierSpec], now: float) -> list[_Create]:
@@ -566,12 +563,9 @@ class Reconciler:
     async def _update_routes(self, session: Session, tiers: Mapping[str, TierSpec]) -> None:
         if self.route_update is None:
             return
+        by_tier = _group_by_tier(self.store.live_instances(session))
         for name, tier in tiers.items():
-            endpoints = sorted(
-                r.address
-                for r in self.store.live_instances(session)
-                if r.tier == name and r.state == "ready" and r.address
-            )
+            endpoints = sorted(r.address for r in by_tier[name] if r.state == "ready" and r.address)
             if self._routes.get(name) != endpoints:
                 try:
                     await self.route_update(name, tier, endpoints)
@@ -726,6 +720,13 @@ class Reconciler:
         )
         if changed:
             log.info("%s: %d → %d: %s", name, current, desired, reason)
+
+
+def _group_by_tier(rows: Iterable[InstanceRecord]) -> defaultdict[str, list[InstanceRecord]]:
+    by_tier: defaultdict[str, list[InstanceRecord]] = defaultdict(list)
+    for row in rows:
+        by_tier[row.tier].append(row)
+    return by_tier
 
 
 def _one_line(exc: BaseException) -> str:
