@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from controller.config import FleetConfig, TierSpec, load_config
+from controller.reconciler.decide import bounds_for, tier_price_per_hour
 from policies.engine import decide
 from policies.external import ExternalPolicyError, ExternalPolicyLike, load_external_policy
 from policies.history import DemandHistory
 from policies.spec import ExternalPolicy, PredictivePolicy
 from policies.types import Bounds, PolicyInput, PolicyState, SeasonalHistory, Signals
-from sizing.gpus import GPUS, UnknownGpu, gpu_info
+from sizing.gpus import GPUS
 
 SIGNAL_FIELDS = tuple(f.name for f in fields(Signals))
 _RESERVED = ("t", "tier", "current")
@@ -36,25 +37,14 @@ class BacktestInputError(ValueError):
     """Bad backtest input; the message names the file and line (or tier) and what to fix."""
 
 
-def tier_price_per_hour(tier: TierSpec) -> float | None:
-    """$/hour for one instance of the tier: catalogue price × gpu_count (spot price for spot tiers when known)."""
-    try:
-        info = gpu_info(tier.gpu)
-    except UnknownGpu:
-        return None
-    per_gpu = info.spot_per_hour if tier.capacity == "spot" and info.spot_per_hour is not None else None
-    return (per_gpu if per_gpu is not None else info.on_demand_per_hour) * tier.gpu_count
-
-
 def tier_bounds(name: str, tier: TierSpec) -> Bounds:
-    """The tier's hard limits: min, max and the budget with the price it is measured in."""
-    price = tier_price_per_hour(tier)
-    if tier.budget_per_hour is not None and price is None:
+    """The tier's hard limits; a budget is an error when the tier's GPU has no price to measure it in."""
+    if tier.budget_per_hour is not None and tier_price_per_hour(tier) is None:
         raise ValueError(
             f'tier "{name}": gpu: unknown GPU {tier.gpu!r}, so budget_per_hour cannot be enforced; '
             f"use one of: {', '.join(GPUS)}"
         )
-    return Bounds(min=tier.min, max=tier.max, budget_per_hour=tier.budget_per_hour, price_per_instance_hour=price)
+    return bounds_for(tier)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,19 +13,24 @@ from sizing.gpus import UnknownGpu, gpu_info
 DecideFn = Callable[[Any, PolicyInput, Bounds, Any], Decision]
 
 
-def reference_price(tier: TierSpec) -> float | None:
-    """$/hour of one instance at the catalogue price, for the budget clamp (spot price for spot tiers)."""
+def tier_price_per_hour(tier: TierSpec) -> float | None:
+    """$/hour for one instance of the tier at the catalogue price × gpu_count (the spot price for spot
+    tiers when the catalogue has one); None for a GPU the catalogue does not know."""
     try:
         info = gpu_info(tier.gpu)
     except UnknownGpu:
         return None
-    per_gpu = info.spot_per_hour if tier.capacity == "spot" and info.spot_per_hour else info.on_demand_per_hour
-    return per_gpu * tier.gpu_count
+    spot = info.spot_per_hour if tier.capacity == "spot" else None
+    return (spot if spot is not None else info.on_demand_per_hour) * tier.gpu_count
 
 
 def bounds_for(tier: TierSpec) -> Bounds:
+    """The tier's hard limits: min, max and the budget with the price it is measured in."""
     return Bounds(
-        min=tier.min, max=tier.max, budget_per_hour=tier.budget_per_hour, price_per_instance_hour=reference_price(tier)
+        min=tier.min,
+        max=tier.max,
+        budget_per_hour=tier.budget_per_hour,
+        price_per_instance_hour=tier_price_per_hour(tier),
     )
 
 
