@@ -21,12 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from controller.config import FleetConfig, TierSpec, load_config
-from controller.reconciler.decide import bounds_for, tier_price_per_hour
-from policies.engine import decide
-from policies.external import ExternalPolicyError, ExternalPolicyLike, load_external_policy
-from policies.history import DemandHistory
-from policies.spec import ExternalPolicy, PredictivePolicy
-from policies.types import Bounds, PolicyInput, PolicyState, SeasonalHistory, Signals
+from controller.reconciler.decide import PolicyRunner, bounds_for, tier_price_per_hour
+from policies.external import ExternalPolicyError
+from policies.types import Bounds, PolicyInput, PolicyState, Signals
 from sizing.gpus import GPUS
 
 SIGNAL_FIELDS = tuple(f.name for f in fields(Signals))
@@ -62,8 +59,6 @@ class _TierRun:
     name: str
     spec: TierSpec
     bounds: Bounds
-    external: ExternalPolicyLike | None
-    history: DemandHistory | None
     state: PolicyState = field(default_factory=PolicyState)
     current: int | None = None
     last_t: float | None = None
@@ -128,36 +123,23 @@ def _current(value: Any) -> int | None:
     return int(value)
 
 
-def _start_tier(name: str, tier: TierSpec, config_source: str) -> _TierRun:
-    external = None
-    policy = tier.policy
+def _start_tier(name: str, tier: TierSpec, runner: PolicyRunner, config_source: str) -> _TierRun:
+    """Check the tier can run (budget priced, external policy loadable) before its first line."""
     try:
         bounds = tier_bounds(name, tier)
+        runner.external_for(name, tier)
+    except ExternalPolicyError as exc:
+        raise BacktestInputError(f'{config_source}: tier "{name}": {exc}') from None
     except ValueError as exc:
         raise BacktestInputError(f"{config_source}: {exc}") from None
-    if isinstance(policy, ExternalPolicy):
-        try:
-            external = load_external_policy(policy.class_, policy.options, bounds)
-        except ExternalPolicyError as exc:
-            raise BacktestInputError(f'{config_source}: tier "{name}": {exc}') from None
-    history = None
-    if isinstance(policy, PredictivePolicy) and policy.forecast is not None:
-        history = DemandHistory.for_forecast(policy.forecast, policy.lead_time)
-    return _TierRun(name, tier, bounds, external, history)
-
-
-def _seasonal(run: _TierRun, now: float) -> SeasonalHistory:
-    policy = run.spec.policy
-    if run.history is None or not isinstance(policy, PredictivePolicy) or policy.forecast is None:
-        return SeasonalHistory()
-    forecast = policy.forecast
-    return run.history.seasonal(now, forecast.periods, policy.lead_time, forecast.horizon)
+    return _TierRun(name, tier, bounds)
 
 
 def run_backtest(
     config: FleetConfig, lines: Iterable[str], source: str, *, config_source: str = "tiers file"
 ) -> list[dict[str, Any]]:
     """Decide for every line of a timeline; raises BacktestInputError (file, line, fix) on bad input."""
+    runner = PolicyRunner()  # the same policy runner the daemon and the simulator use
     runs: dict[str, _TierRun] = {}
     out: list[dict[str, Any]] = []
     for lineno, text in enumerate(lines, start=1):
@@ -169,7 +151,7 @@ def run_backtest(
             raise BacktestInputError(f"{source}: line {lineno}: {exc}") from None
         run = runs.get(row.tier)
         if run is None:
-            run = runs[row.tier] = _start_tier(row.tier, config.tiers[row.tier], config_source)
+            run = runs[row.tier] = _start_tier(row.tier, config.tiers[row.tier], runner, config_source)
         if run.last_t is not None and row.t < run.last_t:
             raise BacktestInputError(
                 f'{source}: line {lineno}: time goes backwards for tier "{row.tier}": {row.t:g} is before '
@@ -178,10 +160,8 @@ def run_backtest(
         current = row.current if row.current is not None else run.current
         if current is None:
             current = run.spec.min
-        inp = PolicyInput(row.t, row.signals, current, run.state, _seasonal(run, row.t))
-        decision = decide(run.spec.policy, inp, run.bounds, run.external)
-        if run.history is not None:
-            run.history.append(row.t, decision.demand)
+        inp = PolicyInput(row.t, row.signals, current, run.state, runner.seasonal(row.tier, run.spec, row.t))
+        decision = runner.decide(row.tier, run.spec, inp, run.bounds)
         run.state, run.current, run.last_t, run.last_line = decision.state, decision.desired, row.t, lineno
         out.append({"t": row.t, "tier": row.tier, "desired": decision.desired, "reason": decision.reason})
     return out

@@ -41,6 +41,10 @@ class DemandHistory:
         self._values.append(float(demand))
         self._expire(t - self.retention)
 
+    def entries(self) -> list[tuple[float, float]]:
+        """The (t, demand) pairs kept, oldest first."""
+        return list(zip(self._times[self._start :], self._values[self._start :], strict=True))
+
     def extend(self, entries: Iterable[tuple[float, float | None]]) -> None:
         for t, demand in entries:
             self.append(t, demand)

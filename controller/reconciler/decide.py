@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from controller.config import TierSpec
+from policies.external import load_external_policy
+from policies.history import DemandHistory
 from policies.spec import ExternalPolicy, PredictivePolicy
 from policies.types import Bounds, Decision, PolicyInput, SeasonalHistory
 from sizing.gpus import UnknownGpu, gpu_info
@@ -35,8 +37,9 @@ def bounds_for(tier: TierSpec) -> Bounds:
 
 
 class PolicyRunner:
-    """Holds what a policy needs between ticks that is not in PolicyState: external policy objects and
-    the demand history for seasonal forecasts."""
+    """Holds what a policy needs between ticks that is not in PolicyState: external policy objects and,
+    for tiers with a seasonal forecast, their demand history (kept as far back as the forecast reaches).
+    The daemon, the simulator and the backtest all run policies through it."""
 
     def __init__(self, decide: DecideFn | None = None):
         if decide is None:
@@ -45,44 +48,61 @@ class PolicyRunner:
             decide = engine_decide
         self._decide = decide
         self._external: dict[str, tuple[str, Any]] = {}  # tier -> (spec json, policy object)
-        self._history: dict[str, Any] = {}
+        self._history: dict[str, DemandHistory] = {}
 
-    def history_for(self, tier: str) -> Any:
-        from policies.history import DemandHistory
-
-        hist = self._history.get(tier)
-        if hist is None:  # a week and a day: enough for the longest default seasonal period
-            hist = self._history[tier] = DemandHistory(retention=8 * 86400.0)
-        return hist
-
-    def seed_history(self, samples: list[tuple[str, float, float]]) -> None:
-        for tier, t, demand in samples:
-            self.history_for(tier).append(t, demand)
-
-    def seasonal(self, name: str, tier: TierSpec, now: float) -> SeasonalHistory:
+    def history_for(self, name: str, tier: TierSpec) -> DemandHistory | None:
+        """The tier's demand history, or None when its policy forecasts nothing (nothing is kept)."""
         policy = tier.policy
         if not isinstance(policy, PredictivePolicy) or policy.forecast is None:
+            return None
+        needed = DemandHistory.for_forecast(policy.forecast, policy.lead_time)
+        hist = self._history.get(name)
+        if hist is None or hist.retention < needed.retention:  # a longer forecast: a longer memory
+            if hist is not None:
+                needed.extend(hist.entries())
+            hist = self._history[name] = needed
+        return hist
+
+    @staticmethod
+    def history_reach(tiers: Mapping[str, TierSpec]) -> float:
+        """How far back the tiers' forecasts look (seconds): what to load from the store at start."""
+        reach = [
+            DemandHistory.for_forecast(t.policy.forecast, t.policy.lead_time).retention
+            for t in tiers.values()
+            if isinstance(t.policy, PredictivePolicy) and t.policy.forecast is not None
+        ]
+        return max(reach, default=0.0)
+
+    def seed_history(self, samples: Iterable[tuple[str, float, float]], tiers: Mapping[str, TierSpec]) -> None:
+        for name, t, demand in samples:
+            tier = tiers.get(name)
+            hist = self.history_for(name, tier) if tier is not None else None
+            if hist is not None:
+                hist.append(t, demand)
+
+    def seasonal(self, name: str, tier: TierSpec, now: float) -> SeasonalHistory:
+        hist = self.history_for(name, tier)
+        if hist is None:
             return SeasonalHistory()
-        seasonal: SeasonalHistory = self.history_for(name).seasonal(
-            now, policy.forecast.periods, policy.lead_time, policy.forecast.horizon
-        )
-        return seasonal
+        forecast = tier.policy.forecast  # type: ignore[union-attr]  # history_for checked it is predictive
+        return hist.seasonal(now, forecast.periods, tier.policy.lead_time, forecast.horizon)  # type: ignore[union-attr]
 
     def external_for(self, name: str, tier: TierSpec) -> Any:
+        """The tier's external policy object (loaded once, again when its spec changes); raises
+        ExternalPolicyError when the class cannot be loaded."""
         policy = tier.policy
         if not isinstance(policy, ExternalPolicy):
             return None
         fingerprint = policy.model_dump_json()
         cached = self._external.get(name)
         if cached is None or cached[0] != fingerprint:
-            from policies.external import load_external_policy
-
             cached = (fingerprint, load_external_policy(policy.class_, policy.options, bounds_for(tier)))
             self._external[name] = cached
         return cached[1]
 
-    def decide(self, name: str, tier: TierSpec, inp: PolicyInput) -> Decision:
-        decision = self._decide(tier.policy, inp, bounds_for(tier), self.external_for(name, tier))
-        if decision.demand is not None:
-            self.history_for(name).append(inp.now, decision.demand)
+    def decide(self, name: str, tier: TierSpec, inp: PolicyInput, bounds: Bounds | None = None) -> Decision:
+        decision = self._decide(tier.policy, inp, bounds or bounds_for(tier), self.external_for(name, tier))
+        hist = self.history_for(name, tier)
+        if hist is not None:
+            hist.append(inp.now, decision.demand)  # unknown demand is a gap, never a zero
         return decision

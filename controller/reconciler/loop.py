@@ -136,7 +136,9 @@ class Reconciler:
         tiers = self.store.active_tiers()
         if self._states is None:
             self._states = self.store.policy_states()
-            self.policy.seed_history(list(self.store.demand_samples(now - 8 * 86400)))
+            reach = self.policy.history_reach(tiers)
+            if reach > 0:  # forecasts look back this far: load what the store recorded
+                self.policy.seed_history(self.store.demand_samples(now - reach), tiers)
         report.provider_errors.update(await self.refresh_offers(tiers))
         with self.store.sessions() as session:
             rows = self.store.live_instances(session)

@@ -1,0 +1,42 @@
+"""PolicyRunner keeps demand history as far back as each tier's forecast looks, and only for those."""
+
+from __future__ import annotations
+
+from controller.config import parse_config
+from controller.reconciler.decide import PolicyRunner
+
+TIERS = """
+tiers:
+  fortnightly:
+    capacity: on-demand
+    gpu: L40S
+    providers: [simulated]
+    min: 0
+    max: 40
+    policy:
+      kind: predictive
+      headroom: 0
+      lead_time: 0
+      forecast: {periods: [14d], horizon: 10m}
+  plain:
+    capacity: on-demand
+    gpu: L40S
+    providers: [simulated]
+    min: 0
+    max: 4
+    policy: {kind: min-floor, floor: 0}
+"""
+
+
+def test_history_reaches_as_far_as_the_longest_forecast_period() -> None:
+    tiers = parse_config(TIERS, "t.yaml").tiers
+    runner = PolicyRunner()
+    assert runner.history_reach(tiers) == 14 * 86400 + 600
+    t0 = 1_767_225_600.0
+    runner.seed_history([("fortnightly", t0, 12.0), ("plain", t0, 3.0)], tiers)
+    history = runner.history_for("fortnightly", tiers["fortnightly"])
+    assert history is not None
+    history.append(t0 + 13 * 86400, 5.0)  # the daemon keeps recording; older entries expire as it does
+    seasonal = runner.seasonal("fortnightly", tiers["fortnightly"], t0 + 14 * 86400)
+    assert seasonal.by_period == {14 * 86400.0: 12.0}  # a fixed 8-day memory would have dropped it
+    assert runner.history_for("plain", tiers["plain"]) is None  # nothing kept where nothing forecasts
