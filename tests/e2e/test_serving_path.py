@@ -11,9 +11,6 @@ the client reuses it; that race belongs to nginx reloads, not to draining, and c
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -26,66 +23,20 @@ import pytest
 
 from tests.e2e.helpers import free_port, json_of, scalectl
 from tests.e2e.local_fleet import MODEL, local_fleet
+from tests.private_nginx import NGINX, PrivateNginx, private_nginx
 
 pytestmark = pytest.mark.e2e
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 BODY = {"model": MODEL, "messages": [{"role": "user", "content": "plan the next step"}], "max_tokens": 24}
 
 
 # ---- a private nginx ------------------------------------------------------------------------------------
-@dataclass
-class Nginx:
-    prefix: Path
-    conf_d: Path
-    main: Path
-    proc: subprocess.Popen[bytes]
 
 
 @pytest.fixture
-def nginx(tmp_path: Path) -> Iterator[Nginx]:
-    if not os.path.exists(NGINX):
-        pytest.fail("nginx is not installed: apt-get update && apt-get install -y nginx-light")
-    prefix = tmp_path / "nginx"
-    conf_d = prefix / "conf.d"
-    for d in ("conf.d", "body", "proxy", "fastcgi", "uwsgi", "scgi", "logs"):
-        (prefix / d).mkdir(parents=True)
-    user = "user root root;\n" if os.geteuid() == 0 else ""
-    main = prefix / "nginx.conf"
-    main.write_text(
-        f"""{user}worker_processes 1;
-daemon off;
-pid {prefix}/nginx.pid;
-error_log {prefix}/logs/error.log info;
-events {{ worker_connections 512; }}
-http {{
-    access_log off;
-    client_body_temp_path {prefix}/body;
-    proxy_temp_path {prefix}/proxy;
-    fastcgi_temp_path {prefix}/fastcgi;
-    uwsgi_temp_path {prefix}/uwsgi;
-    scgi_temp_path {prefix}/scgi;
-    include {conf_d}/*.conf;
-}}
-"""
-    )
-    proc = subprocess.Popen([NGINX, "-p", str(prefix), "-c", str(main)], stderr=subprocess.PIPE)
-    pid_file = prefix / "nginx.pid"
-    for _ in range(200):  # bounded wait for the master to write its pid
-        if pid_file.exists() and pid_file.read_text().strip():
-            break
-        if proc.poll() is not None:
-            pytest.fail(f"nginx exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-        time.sleep(0.05)
-    try:
-        yield Nginx(prefix, conf_d, main, proc)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def nginx(tmp_path: Path) -> Iterator[PrivateNginx]:
+    with private_nginx(tmp_path / "nginx", worker_connections=512, start_polls=200) as server:
+        yield server
 
 
 # ---- a steady stream of requests ------------------------------------------------------------------------
@@ -136,7 +87,7 @@ class Load:
                         self.failed.append(outcome)
 
 
-def test_requests_through_nginx_never_fail_while_the_tier_scales_1_3_1(tmp_path: Path, nginx: Nginx) -> None:
+def test_requests_through_nginx_never_fail_while_the_tier_scales_1_3_1(tmp_path: Path, nginx: PrivateNginx) -> None:
     lb_port = free_port()
     lb = f"http://127.0.0.1:{lb_port}/v1/chat/completions"
     load = Load(lb)

@@ -4,10 +4,7 @@ front of three in-process vLLM stand-ins: spread, session affinity, reload remov
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -20,9 +17,9 @@ import httpx
 import pytest
 
 from controller.routing import Endpoint, NginxTarget, TierRoute
+from tests.private_nginx import NGINX, private_nginx
 
 pytestmark = pytest.mark.integration
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 
 
 def _free_port() -> int:
@@ -70,49 +67,8 @@ def backends() -> Iterator[dict[str, str]]:
 
 @pytest.fixture
 def nginx(tmp_path: Path) -> Iterator[tuple[NginxTarget, Path]]:
-    if not os.path.exists(NGINX):
-        pytest.fail("nginx is not installed: apt-get update && apt-get install -y nginx-light")
-    conf_d = tmp_path / "conf.d"
-    conf_d.mkdir()
-    for d in ("body", "proxy", "fastcgi", "uwsgi", "scgi", "logs"):
-        (tmp_path / d).mkdir()
-    user = "user root root;\n" if os.geteuid() == 0 else ""
-    main = tmp_path / "nginx.conf"
-    main.write_text(
-        f"""{user}worker_processes 1;
-daemon off;
-pid {tmp_path}/nginx.pid;
-error_log {tmp_path}/logs/error.log info;
-events {{ worker_connections 256; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp_path}/body;
-    proxy_temp_path {tmp_path}/proxy;
-    fastcgi_temp_path {tmp_path}/fastcgi;
-    uwsgi_temp_path {tmp_path}/uwsgi;
-    scgi_temp_path {tmp_path}/scgi;
-    include {conf_d}/*.conf;
-}}
-"""
-    )
-    proc = subprocess.Popen([NGINX, "-p", str(tmp_path), "-c", str(main)], stderr=subprocess.PIPE)
-    pid_file = tmp_path / "nginx.pid"
-    for _ in range(100):  # bounded wait for the master to write its pid
-        if pid_file.exists() and pid_file.read_text().strip():
-            break
-        if proc.poll() is not None:
-            pytest.fail(f"nginx exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-        time.sleep(0.05)
-    target = NginxTarget(conf_d, nginx_bin=NGINX, main_conf=main, prefix=tmp_path)
-    try:
-        yield target, tmp_path
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with private_nginx(tmp_path, worker_connections=256, start_polls=100) as server:
+        yield NginxTarget(server.conf_d, nginx_bin=NGINX, main_conf=server.main, prefix=tmp_path), tmp_path
 
 
 def _wait_for(url: str, predicate, attempts: int = 100, **kwargs: Any) -> httpx.Response:
