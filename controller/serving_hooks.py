@@ -33,7 +33,7 @@ from controller.readiness import ReadinessProbe
 from controller.routing import Endpoint, NginxTarget, RoutingTarget, TierRoute
 from controller.settings import Settings
 from controller.signals.vllm_scraper import VllmScraper
-from controller.store.models import InstanceRecord
+from domain.instance import Instance
 from providers.base import Bootstrap, Offer
 from sizing.errors import SizingError
 from sizing.gpus import UnknownGpu
@@ -200,7 +200,7 @@ class ServingHooks:
         return bootstrap_in_form(self.server_for(name, tier), form)
 
     # -- readiness --------------------------------------------------------------------------------
-    async def readiness(self, tier: TierSpec, row: InstanceRecord) -> tuple[bool, str]:
+    async def readiness(self, tier: TierSpec, row: Instance) -> tuple[bool, str]:
         if self._is_simulated(row.provider):
             return True, "running (simulated: no server to probe)"
         if not row.address:
@@ -210,7 +210,7 @@ class ServingHooks:
         return result.ready, result.reason
 
     # -- drain ------------------------------------------------------------------------------------
-    async def drain_check(self, row: InstanceRecord) -> float | None:
+    async def drain_check(self, row: Instance) -> float | None:
         """Requests the server still holds (running + waiting); None while unknown or still routed."""
         if self._is_simulated(row.provider):
             return 0.0

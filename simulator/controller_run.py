@@ -32,6 +32,7 @@ from controller.reconciler.loop import Reconciler
 from controller.store.db import make_engine
 from controller.store.models import Base, DecisionRecord, EventRecord, InstanceRecord
 from controller.store.repository import LIVE_STATES, Store
+from domain.instance import Instance, InstanceState
 from policies.external import ExternalPolicyError, load_external_policy
 from policies.spec import ExternalPolicy
 from simulator.baselines import BaselineSettings, run_baselines
@@ -185,7 +186,7 @@ class _Run:
         self.members: dict[str, tuple[frozenset[str], frozenset[str]]] = {n: (frozenset(), frozenset()) for n in models}
         self.tier_of: dict[str, str] = {}
 
-    async def _drain_check(self, row: InstanceRecord) -> float | None:
+    async def _drain_check(self, row: Instance) -> float | None:
         """What vLLM (or the Celery worker) on a draining instance still runs: the reconciler deletes it at 0."""
         if row.tier not in self.fleet.models or row.provider_id is None:
             return None
@@ -230,9 +231,9 @@ class _Run:
                 continue
             billing[tier] += 1
             self.events.watch(provider, provider_id, capacity, launched_at - self.start)
-            if state == "ready":
+            if state == InstanceState.READY:
                 ready[tier].add(provider_id)
-            elif state == "draining" and ready_at is not None:
+            elif state == InstanceState.DRAINING and ready_at is not None:
                 draining[tier].add(provider_id)
         for name, (was_ready, was_draining) in self.members.items():
             now_ready, now_draining = frozenset(ready[name]), frozenset(draining[name])

@@ -9,7 +9,7 @@ import typer
 from clocks import SystemClock
 from controller.cli.context import open_store, settings, user_errors
 from controller.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
-from controller.status import fleet_status
+from controller.status import COLUMNS, fleet_status
 from policies.durations import parse_duration
 
 
@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
         emit(
             rows,
             output,
-            columns=["tier", "desired", "ready", "pending", "draining", "cost_per_hour", "capacity", "gpu"],
+            columns=COLUMNS,
         )
 
     @describe_app.command("tier")

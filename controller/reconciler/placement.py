@@ -12,8 +12,6 @@ from controller.config import TierSpec
 from providers.base import Capacity, Offer
 
 UNAVAILABLE_FOR = 180.0  # seconds an offer is skipped after a no-capacity answer
-
-
 PROVIDER_UNAVAILABLE_FOR = 600.0  # seconds a provider is skipped after a quota or credentials refusal
 
 
@@ -26,7 +24,12 @@ class UnavailableOffers:
     providers: dict[str, float] = field(default_factory=dict)
 
     def mark(self, offer: Offer, capacity: Capacity, now: float, seconds: float = UNAVAILABLE_FOR) -> None:
-        self.until[(offer.provider, offer.offer_id, capacity)] = now + seconds
+        self.mark_id(offer.provider, offer.offer_id, capacity, now, seconds)
+
+    def mark_id(
+        self, provider: str, offer_id: str, capacity: Capacity, now: float, seconds: float = UNAVAILABLE_FOR
+    ) -> None:
+        self.until[(provider, offer_id, capacity)] = now + seconds
 
     def mark_provider(self, provider: str, now: float, seconds: float = PROVIDER_UNAVAILABLE_FOR) -> None:
         self.providers[provider] = now + seconds

@@ -54,7 +54,8 @@ class PolicyStateRecord(Base):
 
 
 class InstanceRecord(Base):
-    """One machine we asked for. The row (with its key) is committed before the provider is called."""
+    """The stored form of a ``domain.instance.Instance`` (``controller.store.instances`` maps one onto the
+    other). The row (with its key) is committed before the provider is called."""
 
     __tablename__ = "instances"
     key: Mapped[str] = mapped_column(String(63), primary_key=True)
@@ -76,6 +77,7 @@ class InstanceRecord(Base):
     ready_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     drain_started_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     notice_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # interruption warned
+    interrupted_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # seen interrupted (spot back-off)
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     interrupted: Mapped[bool] = mapped_column(default=False)
     end_state: Mapped[str] = mapped_column(String(20), default="terminated")  # what retiring ends in

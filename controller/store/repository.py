@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -13,6 +13,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from controller.config import FleetConfig, TierSpec, config_digest
 from controller.store.db import make_sessionmaker
+from controller.store.history import FailureHistory, failure_history
+from controller.store.instances import LIVE_STATES
 from controller.store.models import (
     ConfigVersion,
     DecisionRecord,
@@ -21,18 +23,11 @@ from controller.store.models import (
     PolicyStateRecord,
     TierRecord,
 )
+from controller.store.unit_of_work import UnitOfWork, save_policy_state
 from policies.types import PolicyState
 
 R = TypeVar("R", DecisionRecord, EventRecord)
-LIVE_STATES = ("pending", "provisioning", "bootstrapping", "ready", "draining")
-COUNTED_STATES = ("pending", "provisioning", "bootstrapping", "ready")  # toward the tier's current count
-ENDED_STATES = ("terminated", "failed")
-
-
-@functools.cache
-def _live_instances_query() -> Select[Any]:
-    # Built once: the daemon asks every tick, and building the IN clause costs more than running it.
-    return select(InstanceRecord).where(InstanceRecord.state.in_(LIVE_STATES))
+__all__ = ["LIVE_STATES", "Store", "TierChange", "diff_config", "tier_spec_json"]
 
 
 @functools.cache
@@ -162,8 +157,9 @@ class Store:
             return version.version, changes
 
     # ---- instances -------------------------------------------------------------------------------
-    def live_instances(self, session: Session) -> list[InstanceRecord]:
-        return list(session.scalars(_live_instances_query()).all())
+    def unit_of_work(self) -> UnitOfWork:
+        """A session with the repositories on it; nothing is stored until ``commit``."""
+        return UnitOfWork(self.sessions)
 
     def instances(
         self, tier: str | None = None, *, include_ended: bool = False, limit: int = 1000
@@ -176,15 +172,11 @@ class Store:
                 q = q.where(InstanceRecord.state.in_(LIVE_STATES))
             return list(s.scalars(q.order_by(InstanceRecord.created_at.desc()).limit(limit)).all())
 
-    def known_keys(self, session: Session, keys: Iterable[str]) -> set[str]:
-        wanted = list(keys)
-        if not wanted:
-            return set()
-        found: set[str] = set()
-        for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            found.update(session.scalars(select(InstanceRecord.key).where(InstanceRecord.key.in_(chunk))).all())
-        return found
+    def failure_history(self, since: float) -> FailureHistory:
+        """Interruptions, refused creates and create back-offs the store recorded: what the reconciler's
+        back-offs are rebuilt from when the daemon starts."""
+        with self.sessions() as s:
+            return failure_history(s, since)
 
     def mark_notice(self, provider: str, provider_id: str | None, key: str | None, now: float) -> str | None:
         """Record an interruption notice from a webhook; returns the instance key it matched, if any."""
@@ -220,11 +212,7 @@ class Store:
 
     @staticmethod
     def save_policy_state(session: Session, tier: str, state: PolicyState, desired: int, now: float) -> None:
-        row = session.get(PolicyStateRecord, tier)
-        if row is None:
-            session.add(PolicyStateRecord(tier=tier, state=state.to_dict(), desired=desired, updated_at=now))
-        else:
-            row.state, row.desired, row.updated_at = state.to_dict(), desired, now
+        save_policy_state(session, tier, state, desired, now)
 
     def decisions(self, tier: str | None = None, limit: int = 50, since: float | None = None) -> list[DecisionRecord]:
         return self._recent(DecisionRecord, tier, limit, since)

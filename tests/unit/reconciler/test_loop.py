@@ -382,7 +382,7 @@ async def test_success_resets_the_back_off(make_world) -> None:
     await w.run(1, step=11.0)
     await w.run(1)
     assert len(w.rows("web", ("provisioning",))) == 1
-    assert "web" not in w.reconciler._create_backoff
+    assert w.reconciler.backoffs.create_failures("web") == 0
 
 
 async def test_a_provider_that_refuses_the_account_is_skipped_for_others(make_world) -> None:

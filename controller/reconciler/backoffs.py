@@ -1,0 +1,79 @@
+"""Everything failures taught the reconciler, in one object: offers and providers to skip for a while,
+tiers whose creates keep failing, and spot interruptions per tier.
+
+It lives in memory between ticks, and is rebuilt from the store's records (``Store.failure_history``)
+when the reconciler starts, so a restarted daemon neither storms a refusing provider nor forgets that
+spot kept being reclaimed."""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+
+from controller.reconciler.placement import PROVIDER_UNAVAILABLE_FOR, UNAVAILABLE_FOR, UnavailableOffers
+from controller.store.history import FailureHistory
+from providers.base import Capacity, Offer
+
+SPOT_BACKOFF_AFTER = 3  # interruptions within the window that switch a tier to its fallback
+SPOT_BACKOFF_WINDOW = 1800.0
+CREATE_BACKOFF_FIRST = 10.0  # seconds a tier waits after a create failed for a non-retryable reason
+CREATE_BACKOFF_MAX = 600.0
+
+
+class Backoffs:
+    def __init__(self, offer_unavailable_for: float = UNAVAILABLE_FOR):
+        self.offers = UnavailableOffers()
+        self.offer_unavailable_for = offer_unavailable_for
+        self._creates: dict[str, tuple[int, float]] = {}  # tier -> (failures in a row, no creates until)
+        self._interruptions: dict[str, deque[float]] = defaultdict(deque)
+
+    @property
+    def memory(self) -> float:
+        """How far back the store must be read to rebuild this object (create back-offs aside)."""
+        return max(SPOT_BACKOFF_WINDOW, self.offer_unavailable_for, PROVIDER_UNAVAILABLE_FOR)
+
+    def load(self, history: FailureHistory) -> None:
+        """Replay what the store recorded (oldest first); marks already expired drop out when next read."""
+        for tier, t in history.interruptions:
+            self.interrupted(tier, t)
+        for provider, offer_id, capacity, t in history.no_capacity:
+            self.offers.mark_id(provider, offer_id, Capacity(capacity), t, self.offer_unavailable_for)
+        for provider, t in history.refused:
+            self.offers.mark_provider(provider, t)
+        for tier, t in history.create_backoffs:
+            self.create_refused(tier, t)
+
+    # ---- offers and providers --------------------------------------------------------------------
+    def no_capacity(self, offer: Offer, capacity: Capacity, now: float) -> None:
+        self.offers.mark(offer, capacity, now, self.offer_unavailable_for)
+
+    def provider_refused(self, provider: str, now: float) -> None:
+        self.offers.mark_provider(provider, now)
+
+    # ---- creates ---------------------------------------------------------------------------------
+    def create_refused(self, tier: str, now: float) -> tuple[int, float]:
+        """Creates for this tier failed for a reason a retry cannot fix: wait 10 s, 20 s, … up to 10 min.
+        Returns (failures in a row, seconds to wait)."""
+        failures = self.create_failures(tier) + 1
+        delay = min(CREATE_BACKOFF_MAX, CREATE_BACKOFF_FIRST * 2 ** (failures - 1))
+        self._creates[tier] = (failures, now + delay)
+        return failures, delay
+
+    def create_succeeded(self, tier: str) -> None:
+        self._creates.pop(tier, None)
+
+    def create_failures(self, tier: str) -> int:
+        return self._creates.get(tier, (0, 0.0))[0]
+
+    def creates_blocked(self, tier: str, now: float) -> bool:
+        return now < self._creates.get(tier, (0, 0.0))[1]
+
+    # ---- spot interruptions ----------------------------------------------------------------------
+    def interrupted(self, tier: str, now: float) -> None:
+        self._interruptions[tier].append(now)
+
+    def spot_backoff(self, tier: str, now: float) -> bool:
+        """Spot was interrupted repeatedly lately: prefer the fallback until the window passes."""
+        times = self._interruptions[tier]
+        while times and now - times[0] > SPOT_BACKOFF_WINDOW:
+            times.popleft()
+        return len(times) >= SPOT_BACKOFF_AFTER

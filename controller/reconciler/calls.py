@@ -1,0 +1,41 @@
+"""Calls out of the reconciler (providers, probes, hooks): bounded in number, answered with a value or
+the exception, so one failing call never stops the others."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Iterable
+from typing import TypeVar
+
+from providers.errors import ProviderError
+
+log = logging.getLogger("scalectl.reconciler")
+T = TypeVar("T")
+
+
+class Calls:
+    def __init__(self, max_concurrent: int = 32):
+        self._limit = asyncio.Semaphore(max_concurrent)
+
+    async def call(self, awaitable: Awaitable[T]) -> T | BaseException:
+        """The result, or the exception that ended the call. Provider errors (``providers.errors``) are
+        expected answers: the caller handles them. Anything else is a bug in an adapter or a hook: it is
+        logged with its traceback and then answered like a failure of this one call, because one buggy
+        adapter must not stop the daemon from looking after the rest of the fleet."""
+        async with self._limit:
+            try:
+                return await awaitable
+            except ProviderError as exc:
+                return exc
+            except Exception as exc:
+                log.exception("unexpected error in a call out of the reconciler: %s", one_line(exc))
+                return exc
+
+    async def gather(self, awaitables: Iterable[Awaitable[T]]) -> list[T | BaseException]:
+        return list(await asyncio.gather(*(self.call(a) for a in awaitables)))
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:500]

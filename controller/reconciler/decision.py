@@ -1,0 +1,84 @@
+"""Phase 3, decide: read each tier's signals and run its policy (``PolicyRunner``) on them. Policy state
+is loaded from the store once and saved when it changes, so a restart resumes the policy's timers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from clocks import Clock
+from controller.config import TierSpec
+from controller.reconciler.calls import one_line
+from controller.reconciler.decide import PolicyRunner
+from controller.reconciler.tick import Tick
+from controller.signals.reading import SignalSource, TierReading
+from controller.store.repository import Store
+from domain.instance import Instance, InstanceState
+from policies.types import PolicyInput, PolicyState, Signals
+
+log = logging.getLogger("scalectl.reconciler")
+
+
+@dataclass(frozen=True)
+class TierDecision:
+    current: int
+    desired: int
+    reason: str
+    demand: float | None
+
+
+class DecidePhase:
+    def __init__(self, store: Store, policy: PolicyRunner, signals: SignalSource, clock: Clock):
+        self.store = store
+        self.policy = policy
+        self.signals = signals
+        self.clock = clock
+        self._states: dict[str, tuple[PolicyState, int]] | None = None
+
+    def start(self, tiers: Mapping[str, TierSpec], now: float) -> None:
+        """First tick: the stored policy states, and the demand history as far back as forecasts look."""
+        if self._states is not None:
+            return
+        self._states = self.store.policy_states()
+        reach = self.policy.history_reach(tiers)
+        if reach > 0:
+            self.policy.seed_history(self.store.demand_samples(now - reach), tiers)
+
+    async def read_signals(
+        self, tiers: Mapping[str, TierSpec], by_tier: Mapping[str, list[Instance]]
+    ) -> dict[str, TierReading]:
+        names = list(tiers)
+        serving = (InstanceState.READY, InstanceState.DRAINING)
+        endpoints = [[i.address for i in by_tier.get(n, []) if i.state in serving and i.address] for n in names]
+        results = await asyncio.gather(
+            *(self.signals.read(n, tiers[n].signals, eps) for n, eps in zip(names, endpoints, strict=True)),
+            return_exceptions=True,
+        )
+        readings: dict[str, TierReading] = {}
+        now = self.clock.now()
+        for name, result in zip(names, results, strict=True):
+            if isinstance(result, BaseException):  # a source must not raise; if one does, it is unknown
+                result = TierReading(Signals(), now, {"signals": one_line(result)})
+            readings[name] = result
+        return readings
+
+    def decide(
+        self, tick: Tick, name: str, tier: TierSpec, counted: list[Instance], reading: TierReading
+    ) -> TierDecision:
+        assert self._states is not None, "start() first"
+        now, current = tick.now, len(counted)
+        state, last_desired = self._states.get(name, (PolicyState(), current))
+        try:
+            booting = sum(1 for i in counted if i.state is not InstanceState.READY)
+            inp = PolicyInput(now, reading.signals, current, state, self.policy.seasonal(name, tier, now), booting)
+            decision = self.policy.decide(name, tier, inp)
+            desired, reason, new_state, demand = decision.desired, decision.reason, decision.state, decision.demand
+        except Exception as exc:  # a policy bug must not take the fleet down: hold, and say why
+            log.exception("policy for tier %s failed", name)
+            desired, reason, new_state, demand = current, f"policy error, holding: {one_line(exc)}", state, None
+        self._states[name] = (new_state, desired)
+        if (new_state, desired) != (state, last_desired):  # the store holds the last change; skip no-op writes
+            tick.uow.save_policy_state(name, new_state, desired, now)
+        return TierDecision(current, desired, reason, demand)

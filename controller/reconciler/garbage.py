@@ -1,0 +1,38 @@
+"""Phase 2, garbage collection: instances carrying our key prefix that no live instance explains are
+deleted (an ended row whose machine is still there included). Nothing that bills may stay untracked."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from controller.reconciler.calls import Calls, one_line
+from controller.reconciler.sync import Listings
+from controller.reconciler.tick import Tick
+from domain.instance import Instance
+from providers.base import Provider
+
+
+async def collect_garbage(
+    tick: Tick, providers: Mapping[str, Provider], calls: Calls, seen: Listings, live: list[Instance]
+) -> int:
+    """Deletes the unexplained instances; returns how many deletes succeeded."""
+    live_keys = {i.key for i in live}
+    unknown = [
+        (name, inst)
+        for name, listing in seen.items()
+        for inst in listing.values()
+        if inst.key and inst.key not in live_keys and not inst.status.is_gone
+    ]
+    if not unknown:
+        return 0
+    known_ended = tick.uow.instances.known_keys(inst.key or "" for _, inst in unknown)
+    results = await calls.gather(providers[n].delete(i.provider_id) for n, i in unknown)
+    deleted = 0
+    for (name, inst), result in zip(unknown, results, strict=True):
+        what = "instance of an ended row" if inst.key in known_ended else "orphan (no row knows it)"
+        if isinstance(result, BaseException):
+            tick.event(None, inst.key, "orphan-delete-failed", f"{name} {inst.provider_id}: {what}: {one_line(result)}")
+            continue
+        deleted += 1
+        tick.event(None, inst.key, "orphan-deleted", f"{name} {inst.provider_id}: {what}")
+    return deleted

@@ -1,0 +1,35 @@
+"""The offers the reconciler places on: fetched per (provider, GPU) when the cache's TTL ran out, and
+read from the cache, however old, when planning (stale offers beat none: a provider whose offers call
+fails this tick can still take creates)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from clocks import Clock
+from controller.config import TierSpec
+from controller.offers import OfferCache
+from controller.reconciler.calls import Calls, one_line
+from providers.base import GpuRequest, Offer, Provider
+
+
+class TierOffers:
+    def __init__(self, providers: Mapping[str, Provider], calls: Calls, clock: Clock, ttl: float):
+        self._providers = providers
+        self._calls = calls
+        self.cache = OfferCache(clock, ttl=ttl)
+
+    def of(self, tier: TierSpec) -> list[Offer]:
+        """The last good offers of the tier's providers."""
+        offers: list[Offer] = []
+        for name in tier.providers:
+            offers.extend(self.cache.peek(name, tier.gpu, tier.gpu_count) or [])
+        return offers
+
+    async def refresh(self, tiers: Mapping[str, TierSpec]) -> dict[str, str]:
+        """Fetch what the tiers use; returns provider → error for the calls that failed."""
+        wanted = sorted({(p, t.gpu, t.gpu_count) for t in tiers.values() for p in t.providers if p in self._providers})
+        results = await self._calls.gather(
+            self.cache.get(self._providers[p], GpuRequest(gpu=g, count=c)) for p, g, c in wanted
+        )
+        return {want[0]: one_line(r) for want, r in zip(wanted, results, strict=True) if isinstance(r, BaseException)}

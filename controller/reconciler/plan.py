@@ -1,0 +1,138 @@
+"""Phase 4, plan: from a tier's instances, its desired size and the offers, what to do — a typed ``Plan``
+of creates, drains and rebalances. Pure: no store, no provider calls; the act phase carries it out."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from controller.config import TierSpec
+from controller.reconciler import placement, scale
+from controller.reconciler.backoffs import Backoffs
+from domain.instance import Instance, InstanceState
+from providers.base import Capacity, Offer
+
+
+@dataclass(frozen=True)
+class Create:
+    tier: str
+    placement: placement.Placement
+    surge: bool = False  # an extra instance that replaces a fallback one once it is ready
+
+    @property
+    def reason(self) -> str:
+        if self.placement.fallback:
+            return "fallback to on-demand"
+        return "surge: spot is back" if self.surge else "scale out"
+
+
+@dataclass(frozen=True)
+class Drain:
+    instance: Instance
+    reason: str
+
+
+@dataclass(frozen=True)
+class Note:
+    """A condition worth an event (recorded once, then every few minutes while it lasts)."""
+
+    tier: str
+    kind: str
+    message: str
+
+
+@dataclass
+class Plan:
+    creates: list[Create] = field(default_factory=list)
+    drains: list[Drain] = field(default_factory=list)  # scale-in
+    rebalances: list[Create | Drain] = field(default_factory=list)  # fallback instances handed back to spot
+    notes: list[Note] = field(default_factory=list)
+
+    @property
+    def launched(self) -> int:
+        return len(self.creates) + sum(1 for r in self.rebalances if isinstance(r, Create))
+
+    @property
+    def retired(self) -> int:
+        return len(self.drains)
+
+
+def plan_tier(
+    name: str,
+    tier: TierSpec,
+    instances: Sequence[Instance],
+    desired: int,
+    reason: str,
+    offers: Sequence[Offer],
+    backoffs: Backoffs,
+    now: float,
+) -> Plan:
+    """``instances``: the tier's live instances (draining and surges included: everything that bills)."""
+    counted = scale.counted(instances)
+    current = len(counted)
+    if desired > current:
+        room = max(0, tier.max - len(instances))
+        return plan_creates(name, tier, instances, min(desired - current, room), offers, backoffs, now)
+    if desired < current:
+        retiring = scale.retirement_order(counted, tier.capacity)[: current - desired]
+        return Plan(drains=[Drain(i, f"scale in: {reason}") for i in retiring])
+    return plan_rebalance(name, tier, instances, offers, backoffs, now)
+
+
+def plan_creates(
+    name: str,
+    tier: TierSpec,
+    instances: Sequence[Instance],
+    count: int,
+    offers: Sequence[Offer],
+    backoffs: Backoffs,
+    now: float,
+    *,
+    surge: bool = False,
+) -> Plan:
+    """Up to ``count`` creates on the best offers, within the budget and the offers' room."""
+    plan = Plan()
+    if count <= 0 or backoffs.creates_blocked(name, now):
+        return plan  # nothing wanted, or creates keep failing: wait out the back-off
+    spend = sum(i.price_per_hour for i in instances)
+    ranked = placement.ranked_offers(tier, offers, backoffs.offers, now, spot_backoff=backoffs.spot_backoff(name, now))
+    in_use: dict[str, int] = defaultdict(int)
+    for _ in range(count):
+        chosen = placement.choose(ranked, spend, tier.budget_per_hour, in_use)
+        if chosen is None:
+            why = "budget" if ranked else "no available offer"
+            plan.notes.append(Note(name, "no-placement", f"cannot place an instance of {tier.gpu}: {why}"))
+            break
+        in_use[chosen.offer.offer_id] += 1
+        spend += chosen.price_per_hour
+        plan.creates.append(Create(name, chosen, surge))
+    return plan
+
+
+def plan_rebalance(
+    name: str, tier: TierSpec, instances: Sequence[Instance], offers: Sequence[Offer], backoffs: Backoffs, now: float
+) -> Plan:
+    """Spot is back and cheaper: replace one on-demand fallback instance with spot. Make-before-break
+    (a surge instance, then the fallback drains) when the tier has room under ``max``; at ``max``,
+    break-before-make (the fallback drains, and the scale-out that follows places spot), since ``max``
+    is never exceeded. One replacement at a time."""
+    if tier.capacity != "spot" or tier.fallback is None or backoffs.spot_backoff(name, now):
+        return Plan()
+    ready, draining = InstanceState.READY, InstanceState.DRAINING
+    if any((i.surge and i.state is not ready) or i.state is draining for i in instances):
+        return Plan()
+    fallbacks = [i for i in instances if i.state is ready and i.capacity == Capacity.ON_DEMAND.value]
+    if not fallbacks:
+        return Plan()
+    costliest = max(fallbacks, key=lambda i: i.price_per_hour)
+    at_max = len(instances) >= tier.max
+    spend = sum(i.price_per_hour for i in instances) - (costliest.price_per_hour if at_max else 0.0)
+    spot_tier = tier.model_copy(update={"fallback": None})
+    ranked = placement.ranked_offers(spot_tier, offers, backoffs.offers, now)
+    chosen = placement.choose(ranked, spend, tier.budget_per_hour, {})
+    if chosen is None or chosen.price_per_hour >= costliest.price_per_hour:
+        return Plan()  # no spot, or spot no cheaper (A100 spot sometimes costs more): keep what runs
+    if at_max:
+        return Plan(rebalances=[Drain(costliest, "hand back to spot (at max: drain first)")])
+    return Plan(rebalances=[Create(name, chosen, surge=True)])

@@ -1,0 +1,85 @@
+"""Phase 5b, act on drains: delete draining instances once they are done (never served, drained to zero,
+or past the drain timeout), and close their records; then tell the router which instances serve."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+
+from controller.config import TierSpec
+from controller.reconciler.calls import Calls, one_line
+from controller.reconciler.tick import Tick, by_tier
+from domain.instance import Instance, InstanceState
+from providers.base import Provider
+from providers.errors import InstanceNotFound
+
+log = logging.getLogger("scalectl.reconciler")
+DrainCheck = Callable[[Instance], Awaitable[float | None]]  # requests still running, None unknown
+RouteUpdate = Callable[[str, TierSpec, list[str]], Awaitable[None]]
+NOTICE_DRAIN_MAX = 90.0  # an instance warned of a reclaim drains at most this long (AWS warns 120 s ahead)
+
+
+class RetirePhase:
+    def __init__(self, providers: Mapping[str, Provider], calls: Calls, drain_check: DrainCheck | None):
+        self.providers = providers
+        self.calls = calls
+        self.drain_check = drain_check
+
+    async def run(self, tick: Tick, instances: list[Instance]) -> None:
+        await self._delete(tick, await self._drained(tick, instances))
+
+    async def _drained(self, tick: Tick, instances: list[Instance]) -> list[Instance]:
+        now = tick.now
+        draining = [i for i in instances if i.state is InstanceState.DRAINING and (i.next_attempt_at or 0) <= now]
+        done, checks = [], []
+        for inst in draining:
+            tier = tick.tiers.get(inst.tier)
+            timeout = tier.drain_timeout if tier is not None else 0.0
+            if inst.interrupted:  # warned of a reclaim: finish what runs, within the notice window
+                timeout = min(timeout, NOTICE_DRAIN_MAX)
+            if inst.ready_at is None or self.drain_check is None or inst.address is None:
+                done.append(inst)
+            elif now - (inst.drain_started_at or now) >= timeout:
+                inst.reason = f"{inst.reason}; drain timeout {timeout:g}s passed"
+                done.append(inst)
+            else:
+                checks.append(inst)
+        if checks and self.drain_check is not None:
+            running = await self.calls.gather(self.drain_check(i) for i in checks)
+            done.extend(i for i, n in zip(checks, running, strict=True) if isinstance(n, int | float) and n <= 0)
+        return done
+
+    async def _delete(self, tick: Tick, instances: list[Instance]) -> None:
+        targets = [i for i in instances if i.provider_id and i.provider in self.providers]
+        results = await self.calls.gather(self.providers[i.provider].delete(i.provider_id or "") for i in targets)
+        for inst, result in zip(targets, results, strict=True):
+            if isinstance(result, BaseException) and not isinstance(result, InstanceNotFound):
+                inst.next_attempt_at = tick.now + (getattr(result, "retry_after", None) or 10.0)
+                tick.event(inst.tier, inst.key, "delete-retry", one_line(result))
+                continue
+            tick.record(inst.retire(tick.now))
+        for inst in instances:
+            if not inst.provider_id:  # nothing was ever created for it: just close the record
+                tick.record(inst.retire(tick.now))
+
+
+class Routes:
+    """Tells the router the ready addresses of each tier, when they changed."""
+
+    def __init__(self, update: RouteUpdate | None):
+        self.update = update
+        self._routes: dict[str, list[str]] = {}
+
+    async def run(self, tick: Tick) -> None:
+        if self.update is None:
+            return
+        grouped = by_tier(tick.uow.instances.live())
+        for name, tier in tick.tiers.items():
+            ready = (i for i in grouped[name] if i.state is InstanceState.READY and i.address)
+            endpoints = sorted(i.address for i in ready if i.address)
+            if self._routes.get(name) != endpoints:
+                try:
+                    await self.update(name, tier, endpoints)
+                    self._routes[name] = endpoints
+                except Exception as exc:
+                    log.error("routing update for %s failed: %s", name, one_line(exc))

@@ -1,0 +1,149 @@
+"""Phase 1, sync: what the providers say about our instances. Adopts instances created for stored
+intents, applies lifecycle transitions (running, gone, interrupted, timed out), drains instances warned
+by a webhook, and probes bootstrapping servers for readiness. Returns the listings for garbage collection."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Mapping
+
+from controller.config import TierSpec
+from controller.reconciler import lifecycle
+from controller.reconciler.backoffs import Backoffs
+from controller.reconciler.calls import Calls, one_line
+from controller.reconciler.tick import Tick
+from domain.instance import NOTICED, Instance, InstanceEvent, InstanceState
+from providers.base import Provider, ProviderInstance
+from providers.errors import InstanceNotFound
+
+S = InstanceState
+ReadinessCheck = Callable[[TierSpec, Instance], Awaitable[tuple[bool, str]]]
+Listings = dict[str, dict[str, ProviderInstance]]  # provider -> provider id -> instance (answered lists only)
+
+
+class SyncPhase:
+    def __init__(
+        self,
+        providers: Mapping[str, Provider],
+        calls: Calls,
+        backoffs: Backoffs,
+        key_prefix: str,
+        ready_on_running: Collection[str],
+        readiness: ReadinessCheck | None,
+    ):
+        self.providers = providers
+        self.calls = calls
+        self.backoffs = backoffs
+        self.key_prefix = key_prefix
+        self.ready_on_running = set(ready_on_running)
+        self.readiness = readiness
+
+    async def run(self, tick: Tick, instances: list[Instance]) -> Listings:
+        seen, by_key = await self._list(tick)
+        confirmed = await self._confirm_missing(instances, seen)
+        for inst in instances:
+            self._sync_one(tick, inst, seen, by_key, confirmed)
+        await self._probe_bootstrapping(tick, instances)
+        return seen
+
+    async def _list(self, tick: Tick) -> tuple[Listings, dict[str, ProviderInstance]]:
+        names = sorted(self.providers)
+        listings = await self.calls.gather(self.providers[n].list(self.key_prefix) for n in names)
+        seen: Listings = {}
+        by_key: dict[str, ProviderInstance] = {}
+        for name, result in zip(names, listings, strict=True):
+            if isinstance(result, BaseException):
+                tick.report.provider_errors[name] = one_line(result)
+                continue
+            seen[name] = {i.provider_id: i for i in result}
+            by_key.update({listed.key: listed for listed in result if listed.key})
+        return seen, by_key
+
+    async def _confirm_missing(self, instances: list[Instance], seen: Listings) -> dict[str, ProviderInstance | None]:
+        """Instances missing from their provider's listing: ask for each directly (gone, or just not
+        listed). Key -> the instance, or None when the provider confirms it is not found."""
+        missing = [
+            i for i in instances if i.provider_id and i.provider in seen and i.provider_id not in seen[i.provider]
+        ]
+        answers = await self.calls.gather(self.providers[i.provider].get(i.provider_id or "") for i in missing)
+        confirmed: dict[str, ProviderInstance | None] = {}
+        for inst, answer in zip(missing, answers, strict=True):
+            if isinstance(answer, InstanceNotFound):
+                confirmed[inst.key] = None
+            elif isinstance(answer, ProviderInstance):
+                confirmed[inst.key] = answer
+        return confirmed
+
+    def _sync_one(
+        self,
+        tick: Tick,
+        inst: Instance,
+        seen: Listings,
+        by_key: Mapping[str, ProviderInstance],
+        confirmed: Mapping[str, ProviderInstance | None],
+    ) -> None:
+        tier, now = tick.tiers.get(inst.tier), tick.now
+        if inst.provider_id is None:
+            adopted = by_key.get(inst.key)
+            if adopted is not None:
+                tick.record(adopt(inst, adopted, now))
+            elif inst.provider in seen and lifecycle.pending_expired(inst, tier, now):
+                tick.record(inst.end(S.FAILED, now, "no instance appeared within the launch timeout", "lost"))
+            return
+        if inst.provider not in seen:
+            return  # provider unreachable this tick: hold
+        found = seen[inst.provider].get(inst.provider_id) or confirmed.get(inst.key)
+        gone = inst.key in confirmed and confirmed[inst.key] is None
+        if (
+            inst.notice_at is not None
+            and inst.state in NOTICED
+            and (found is None or found.interruption_notice_at is None)
+        ):
+            tick.record(inst.start_draining(now, "interruption notice (webhook)", interrupted=True))
+            return
+        change = lifecycle.observe(
+            inst, found, gone, tier, now, ready_on_running=inst.provider in self.ready_on_running
+        )
+        if change is not None:
+            self._apply(tick, inst, change)
+
+    def _apply(self, tick: Tick, inst: Instance, change: lifecycle.Transition) -> None:
+        now = tick.now
+        if change.address:
+            inst.address = change.address
+        if change.interrupted:
+            inst.mark_interrupted(now)
+            self.backoffs.interrupted(inst.tier, now)
+        if change.state is S.DRAINING:
+            end_state = change.end_state or S.TERMINATED
+            tick.record(
+                inst.start_draining(
+                    now, change.reason, interrupted=change.interrupted, end_state=end_state, event=change.event
+                )
+            )
+        elif change.state.is_ended:
+            tick.record(inst.end(change.state, now, change.reason, change.event or "ended"))
+        elif change.state != inst.state:
+            tick.record(inst.move(change.state, now, change.reason, change.event))
+
+    async def _probe_bootstrapping(self, tick: Tick, instances: list[Instance]) -> None:
+        waiting = [i for i in instances if i.state is S.BOOTSTRAPPING and i.tier in tick.tiers]
+        if not waiting:
+            return
+        if self.readiness is None:
+            for inst in waiting:
+                tick.record(inst.mark_ready(tick.now, "server up"))
+            return
+        readiness = self.readiness
+        results = await self.calls.gather(readiness(tick.tiers[i.tier], i) for i in waiting)
+        for inst, result in zip(waiting, results, strict=True):
+            if isinstance(result, tuple) and result[0]:
+                tick.record(inst.mark_ready(tick.now, result[1]))
+            elif isinstance(result, tuple):
+                inst.reason = f"waiting for readiness: {result[1]}"
+
+
+def adopt(inst: Instance, found: ProviderInstance, now: float) -> InstanceEvent:
+    """The provider has an instance for our key: follow it (its price and address when it tells them)."""
+    return inst.adopt(
+        found.provider_id, now, created_at=found.created_at, address=found.address, price=found.price_per_hour
+    )

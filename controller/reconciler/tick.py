@@ -1,0 +1,34 @@
+"""The state of one tick that every phase shares: its time, the tiers, the unit of work and the report.
+Phases take a ``Tick`` instead of threading a session and ``now`` through every call."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from controller.config import TierSpec
+from controller.reconciler.report import TickReport
+from controller.store.unit_of_work import UnitOfWork
+from domain.instance import Instance, InstanceEvent
+
+
+@dataclass
+class Tick:
+    now: float
+    tiers: Mapping[str, TierSpec]
+    uow: UnitOfWork
+    report: TickReport
+
+    def record(self, event: InstanceEvent | None) -> None:
+        self.uow.record(event)
+
+    def event(self, tier: str | None, key: str | None, kind: str, message: str) -> None:
+        self.uow.record(InstanceEvent(self.now, tier, key, kind, message))
+
+
+def by_tier(instances: Iterable[Instance]) -> defaultdict[str, list[Instance]]:
+    grouped: defaultdict[str, list[Instance]] = defaultdict(list)
+    for inst in instances:
+        grouped[inst.tier].append(inst)
+    return grouped

@@ -1,0 +1,52 @@
+"""What the store knows about recent failures: the facts the reconciler's back-offs are derived from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from controller.store.models import EventRecord, InstanceRecord
+
+# Event kinds the reconciler writes, read back here (instance events carry the instance's key).
+NO_CAPACITY = "no-capacity"
+PROVIDER_REFUSED = "provider-refused"
+CREATE_BACKOFF = "create-backoff"
+LAUNCHED = "launched"
+
+
+@dataclass(frozen=True)
+class FailureHistory:
+    interruptions: list[tuple[str, float]] = field(default_factory=list)  # (tier, t)
+    no_capacity: list[tuple[str, str, str, float]] = field(default_factory=list)  # (provider, offer, capacity, t)
+    refused: list[tuple[str, float]] = field(default_factory=list)  # (provider, t)
+    create_backoffs: list[tuple[str, float]] = field(default_factory=list)  # (tier, t) since its last launch
+
+
+def failure_history(session: Session, since: float) -> FailureHistory:
+    """Interruptions and refused creates since ``since``, oldest first; and per tier the create back-offs
+    recorded after its last launch (a success ends a run of failures, however long ago it began)."""
+    inst, ev = InstanceRecord, EventRecord
+    interruptions = session.execute(
+        select(inst.tier, inst.interrupted_at)
+        .where(inst.interrupted_at.is_not(None), inst.interrupted_at >= since)
+        .order_by(inst.interrupted_at)
+    ).all()
+    refusals = session.execute(
+        select(ev.kind, inst.provider, inst.offer_id, inst.capacity, ev.t)
+        .join(inst, inst.key == ev.instance_key)
+        .where(ev.kind.in_((NO_CAPACITY, PROVIDER_REFUSED)), ev.t >= since)
+        .order_by(ev.t, ev.id)
+    ).all()
+    launches = session.execute(select(ev.tier, func.max(ev.id)).where(ev.kind == LAUNCHED).group_by(ev.tier)).all()
+    last_launch = {tier: last for tier, last in launches}
+    backoffs = session.execute(
+        select(ev.tier, ev.id, ev.t).where(ev.kind == CREATE_BACKOFF, ev.tier.is_not(None)).order_by(ev.id)
+    ).all()
+    return FailureHistory(
+        interruptions=[(tier, t) for tier, t in interruptions if t is not None],
+        no_capacity=[(p, o, c, t) for kind, p, o, c, t in refusals if kind == NO_CAPACITY],
+        refused=[(p, t) for kind, p, _o, _c, t in refusals if kind == PROVIDER_REFUSED],
+        create_backoffs=[(tier, t) for tier, id_, t in backoffs if tier and id_ > (last_launch.get(tier) or 0)],
+    )

@@ -1,0 +1,88 @@
+"""A unit of work: one session, the repositories on it, and explicit commits.
+
+The reconciler's crash rule is written with it: ``uow.commit()`` stores every intent (an instance with its
+idempotency key) before any provider is asked to create it, so a crash in between leaves a row that the
+next tick retries under the same key instead of a machine nobody knows."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from controller.store.instances import InstanceRepository
+from controller.store.models import DecisionRecord, EventRecord, PolicyStateRecord
+from domain.instance import InstanceEvent
+from policies.types import PolicyState
+
+log = logging.getLogger("scalectl.reconciler")
+
+
+class UnitOfWork:
+    def __init__(self, sessions: sessionmaker[Session]):
+        self._sessions = sessions
+        self._session: Session | None = None
+        self._instances: InstanceRepository | None = None
+
+    def __enter__(self) -> UnitOfWork:
+        self._session = self._sessions()
+        self._instances = InstanceRepository(self._session)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._session is not None
+        self._session.close()  # anything not committed is rolled back
+        self._session = self._instances = None
+
+    @property
+    def instances(self) -> InstanceRepository:
+        assert self._instances is not None, "use the unit of work as a context manager"
+        return self._instances
+
+    @property
+    def session(self) -> Session:
+        assert self._session is not None, "use the unit of work as a context manager"
+        return self._session
+
+    def commit(self) -> None:
+        self.instances.flush()
+        self.session.commit()
+
+    # ---- what a tick writes besides instances ----------------------------------------------------
+    def record(self, event: InstanceEvent | None) -> None:
+        if event is None:
+            return
+        self.session.add(
+            EventRecord(
+                t=event.t, tier=event.tier, instance_key=event.key, kind=event.kind, message=event.message[:2000]
+            )
+        )
+        log.info("%s %s %s: %s", event.tier or "-", event.key or "-", event.kind, event.message)
+
+    def add_decision(
+        self,
+        tier: str,
+        t: float,
+        current: int,
+        desired: int,
+        demand: float | None,
+        reason: str,
+        signals: dict[str, Any],
+    ) -> None:
+        self.session.add(
+            DecisionRecord(
+                tier=tier, t=t, current=current, desired=desired, demand=demand, reason=reason, signals=signals
+            )
+        )
+
+    def save_policy_state(self, tier: str, state: PolicyState, desired: int, now: float) -> None:
+        save_policy_state(self.session, tier, state, desired, now)
+
+
+def save_policy_state(session: Session, tier: str, state: PolicyState, desired: int, now: float) -> None:
+    row = session.get(PolicyStateRecord, tier)
+    if row is None:
+        session.add(PolicyStateRecord(tier=tier, state=state.to_dict(), desired=desired, updated_at=now))
+    else:
+        row.state, row.desired, row.updated_at = state.to_dict(), desired, now

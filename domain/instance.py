@@ -1,0 +1,151 @@
+"""An instance we asked a provider for, its lifecycle states and the transitions between them.
+
+pending → provisioning → bootstrapping → ready → draining → terminated (+ failed). Every transition
+returns the event that records it; the caller (the unit of work) stores the event with the instance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class InstanceState(StrEnum):
+    PENDING = "pending"  # intent stored, no provider instance known yet
+    PROVISIONING = "provisioning"  # the provider has it; not running yet
+    BOOTSTRAPPING = "bootstrapping"  # machine up; the server is starting
+    READY = "ready"  # serving
+    DRAINING = "draining"  # finishing its requests before deletion
+    TERMINATED = "terminated"
+    FAILED = "failed"
+
+    @property
+    def is_live(self) -> bool:
+        return self in LIVE
+
+    @property
+    def is_ended(self) -> bool:
+        return self in ENDED
+
+
+NOT_READY = frozenset({InstanceState.PENDING, InstanceState.PROVISIONING, InstanceState.BOOTSTRAPPING})
+COUNTED = NOT_READY | {InstanceState.READY}  # toward the tier's current size
+LIVE = COUNTED | {InstanceState.DRAINING}  # everything that may bill
+ENDED = frozenset({InstanceState.TERMINATED, InstanceState.FAILED})
+NOTICED = frozenset({InstanceState.PROVISIONING, InstanceState.BOOTSTRAPPING, InstanceState.READY})
+
+
+@dataclass(frozen=True)
+class InstanceEvent:
+    """Something that happened to an instance or a tier, as the events table records it."""
+
+    t: float
+    tier: str | None
+    key: str | None
+    kind: str
+    message: str
+
+
+@dataclass(eq=False)
+class Instance:
+    """One machine we asked for. The intent (with its key) is stored before the provider is called."""
+
+    key: str
+    tier: str
+    state: InstanceState
+    provider: str
+    offer_id: str
+    gpu: str
+    region: str
+    capacity: str  # providers.base.Capacity value
+    price_per_hour: float
+    created_at: float
+    updated_at: float
+    gpu_count: int = 1
+    provider_id: str | None = None
+    address: str | None = None
+    reason: str = ""
+    launched_at: float | None = None
+    ready_at: float | None = None
+    drain_started_at: float | None = None
+    notice_at: float | None = None  # interruption warned (webhook)
+    interrupted_at: float | None = None  # the reconciler saw the provider interrupt it (spot back-off)
+    ended_at: float | None = None
+    interrupted: bool = False
+    end_state: InstanceState = InstanceState.TERMINATED  # what retiring ends in
+    surge: bool = False  # extra instance replacing a fallback one
+    attempts: int = 0
+    next_attempt_at: float | None = None
+    cost: float = 0.0  # $ accounted when the instance ends
+
+    # ---- facts -----------------------------------------------------------------------------------
+    @property
+    def counted(self) -> bool:
+        """Counts toward the tier's size: not draining, and not a surge that is not ready yet (a surge
+        replaces a fallback instance; it only counts once it can take the other's place)."""
+        return self.state in COUNTED and not (self.surge and self.state is not InstanceState.READY)
+
+    def cost_until(self, end: float) -> float:
+        """Dollars billed from launch to ``end`` (per-second billing)."""
+        start = self.launched_at if self.launched_at is not None else self.created_at
+        return max(0.0, end - start) * self.price_per_hour / 3600.0
+
+    # ---- transitions -----------------------------------------------------------------------------
+    def move(self, state: InstanceState, now: float, reason: str, event: str | None) -> InstanceEvent | None:
+        """Any state change (or a reason update when ``state`` is the current one)."""
+        if state is InstanceState.READY and self.ready_at is None:
+            self.ready_at = now
+        self.state, self.reason, self.updated_at = state, reason, now
+        return self._event(now, event, reason) if event else None
+
+    def adopt(
+        self, provider_id: str, now: float, *, created_at: float | None, address: str | None, price: float | None
+    ) -> InstanceEvent:
+        """The provider has an instance for our key: from now on we follow it."""
+        self.provider_id = provider_id
+        self.launched_at = self.launched_at or (created_at or now)
+        self.address = address or self.address
+        if price:
+            self.price_per_hour = price
+        self.next_attempt_at = None
+        return self._moved(InstanceState.PROVISIONING, now, "launched", "launched")
+
+    def mark_ready(self, now: float, reason: str) -> InstanceEvent:
+        ready = InstanceState.READY.value
+        return self._moved(InstanceState.READY, now, reason or ready, ready)
+
+    def mark_interrupted(self, now: float) -> None:
+        self.interrupted = True
+        self.interrupted_at = now
+
+    def start_draining(
+        self,
+        now: float,
+        reason: str,
+        *,
+        interrupted: bool = False,
+        end_state: InstanceState = InstanceState.TERMINATED,
+        event: str | None = None,
+    ) -> InstanceEvent:
+        self.interrupted = self.interrupted or interrupted
+        self.end_state = end_state
+        self.drain_started_at = now
+        return self._moved(InstanceState.DRAINING, now, reason, event or InstanceState.DRAINING.value)
+
+    def end(self, state: InstanceState, now: float, reason: str, event: str) -> InstanceEvent:
+        """Terminated or failed: the cost is accounted (nothing bills without a provider instance)."""
+        self.ended_at = now
+        self.cost = self.cost_until(now) if self.provider_id else 0.0
+        return self._moved(state, now, reason, event)
+
+    def retire(self, now: float) -> InstanceEvent:
+        """Deleted after draining (or never created): ends in the state draining chose."""
+        return self.end(self.end_state, now, self.reason, "retired")
+
+    def _moved(self, state: InstanceState, now: float, reason: str, event: str) -> InstanceEvent:
+        result = self.move(state, now, reason, event)
+        assert result is not None
+        return result
+
+    def _event(self, now: float, kind: str, message: str) -> InstanceEvent:
+        return InstanceEvent(now, self.tier, self.key, kind, message)
