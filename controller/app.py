@@ -80,11 +80,18 @@ class Controller:
     settings: Settings
     clock: Clock
     store: Store
-    fleet: FleetConfig
     providers: dict[str, Provider]
     signals: SignalSource
     reconciler: Reconciler
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def fleet(self) -> FleetConfig:
+        """The applied configuration: the store's one live view of it (re-read when a version lands)."""
+        fleet = self.store.fleet_config()
+        if fleet is None:
+            raise RuntimeError("no configuration applied")  # the daemon applies one before it builds this
+        return fleet
 
     async def aclose(self) -> None:
         await self.signals.aclose()

@@ -122,9 +122,7 @@ class Daemon:
             **self.serving.reconciler_kwargs(),
         )
         self._config_version = store.config_version()
-        return Controller(
-            self.settings, self.clock, store, fleet, providers, signals, reconciler, {"embedded": embedded}
-        )
+        return Controller(self.settings, self.clock, store, providers, signals, reconciler, {"embedded": embedded})
 
     def _refresh_config(self, controller: Controller) -> None:
         """`scalectl apply` while running: new providers get adapters; tiers are read every tick anyway."""
@@ -140,7 +138,6 @@ class Daemon:
         if new:
             controller.providers.update(build_providers(new, self.clock))
             controller.reconciler.providers.update({n: controller.providers[n] for n in new})
-        controller.fleet = fleet
         log.info("configuration v%s picked up", version)
 
     # ---- running ---------------------------------------------------------------------------------

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
-
-
-def default_sqlite_url(data_dir: Path) -> str:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{data_dir / 'scalectl.db'}"
 
 
 def make_engine(url: str, **kwargs: Any) -> Engine:

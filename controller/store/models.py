@@ -1,11 +1,14 @@
-"""Tables: applied configuration versions, tiers, instances, decisions, events, and policy state."""
+"""Tables: applied configuration versions (the one stored form of the configuration), instances,
+decisions, events, and policy state."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, MetaData, String, Text
+from sqlalchemy import JSON, Float, Index, Integer, MetaData, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from domain.instance import InstanceState
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -30,17 +33,6 @@ class ConfigVersion(Base):
     source: Mapped[str] = mapped_column(String(500))
     digest: Mapped[str] = mapped_column(String(64))
     text: Mapped[str] = mapped_column(Text)
-
-
-class TierRecord(Base):
-    """The active spec of each tier (a policy version is the config version that last changed it)."""
-
-    __tablename__ = "tiers"
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    spec: Mapped[dict[str, Any]] = mapped_column(JSON)
-    config_version: Mapped[int] = mapped_column(ForeignKey("config_versions.version"))
-    updated_at: Mapped[float] = mapped_column(Float)
-    active: Mapped[bool] = mapped_column(default=True)
 
 
 class PolicyStateRecord(Base):
@@ -80,7 +72,7 @@ class InstanceRecord(Base):
     interrupted_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # seen interrupted (spot back-off)
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     interrupted: Mapped[bool] = mapped_column(default=False)
-    end_state: Mapped[str] = mapped_column(String(20), default="terminated")  # what retiring ends in
+    end_state: Mapped[str] = mapped_column(String(20), default=InstanceState.TERMINATED.value)  # what retiring ends in
     surge: Mapped[bool] = mapped_column(default=False)  # extra instance replacing a fallback one
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[float | None] = mapped_column(Float, nullable=True)

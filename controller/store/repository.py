@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Engine, Select, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from controller.config import FleetConfig, TierSpec, config_digest
+from controller.config import FleetConfig, TierSpec, config_digest, parse_config
 from controller.store.db import make_sessionmaker
 from controller.store.history import FailureHistory, failure_history
 from controller.store.instances import LIVE_STATES
@@ -21,7 +21,6 @@ from controller.store.models import (
     EventRecord,
     InstanceRecord,
     PolicyStateRecord,
-    TierRecord,
 )
 from controller.store.unit_of_work import UnitOfWork, save_policy_state
 from policies.types import PolicyState
@@ -67,38 +66,43 @@ def diff_config(current: dict[str, dict[str, Any]], fleet: FleetConfig) -> list[
     return changes
 
 
+def _parse_version(version: ConfigVersion | None) -> FleetConfig | None:
+    if version is None:
+        return None
+    return parse_config(version.text, f"stored config v{version.version}")
+
+
 class Store:
     def __init__(self, engine: Engine):
         self.engine = engine
         self.sessions: sessionmaker[Session] = make_sessionmaker(engine)
-        self._active_cache: tuple[int | None, dict[str, TierSpec]] | None = None
+        self._config_cache: tuple[int | None, FleetConfig | None] | None = None
 
     # ---- configuration ---------------------------------------------------------------------------
-    def tier_specs(self) -> dict[str, dict[str, Any]]:
-        with self.sessions() as s:
-            rows = s.scalars(select(TierRecord).where(TierRecord.active.is_(True))).all()
-            return {r.name: r.spec for r in rows}
-
-    def active_tiers(self) -> dict[str, TierSpec]:
-        """The active tiers, validated. Every change to them comes with a new config version, so the
-        validated specs are kept until the latest version moves (one scalar query per call)."""
-        version = self.config_version()
-        cached = self._active_cache
-        if cached is not None and cached[0] == version:
-            return dict(cached[1])
-        tiers = {name: TierSpec.model_validate(spec) for name, spec in self.tier_specs().items()}
-        self._active_cache = (version, tiers)
-        return dict(tiers)
-
+    # One stored form (the text of each applied version), one read route (``fleet_config``, parsed once
+    # per version): tiers, tier specs and providers are all read from it.
     def fleet_config(self) -> FleetConfig | None:
-        """The last applied configuration (tiers and providers), or None before the first apply."""
+        """The last applied configuration (tiers and providers), or None before the first apply. Every
+        change comes with a new config version, so the parsed config is kept until the latest version
+        moves (one scalar query per call)."""
+        version = self.config_version()
+        cached = self._config_cache
+        if cached is not None and cached[0] == version:
+            return cached[1]
         with self.sessions() as s:
             latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()
-            if latest is None:
-                return None
-            from controller.config import parse_config
+            fleet = _parse_version(latest)
+            self._config_cache = (latest.version if latest is not None else None, fleet)
+            return fleet
 
-            return parse_config(latest.text, f"stored config v{latest.version}")
+    def active_tiers(self) -> dict[str, TierSpec]:
+        """The tiers of the applied configuration."""
+        fleet = self.fleet_config()
+        return dict(fleet.tiers) if fleet is not None else {}
+
+    def tier_specs(self) -> dict[str, dict[str, Any]]:
+        """The active tiers in their canonical JSON form (what `diff` and `get tiers` show)."""
+        return {name: tier_spec_json(spec) for name, spec in self.active_tiers().items()}
 
     def config_version(self) -> int | None:
         with self.engine.connect() as conn:  # a plain read, no ORM session: the reconciler asks every tick
@@ -110,40 +114,19 @@ class Store:
     ) -> tuple[int | None, list[TierChange]]:
         """Store a new version when anything changed; returns (version or None if unchanged, changes)."""
         with self.sessions.begin() as s:
-            stored = {r.name: r for r in s.scalars(select(TierRecord)).all()}
-            current = {n: r.spec for n, r in stored.items() if r.active}
-            changes = diff_config(current, fleet)
             latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()
+            before = _parse_version(latest)
+            current = {n: tier_spec_json(t) for n, t in before.tiers.items()} if before is not None else {}
+            changes = diff_config(current, fleet)
             same_text = latest is not None and latest.digest == config_digest(text)
             if same_text or (
                 latest is not None and all(c.change == "unchanged" for c in changes) and latest.text == text
             ):
                 return None, changes
-            if all(c.change == "unchanged" for c in changes) and latest is not None:
-                # Tier specs are equal but the file changed (comments, providers block): still a version.
-                pass
+            # A new version even when every tier is unchanged: the file changed (comments, providers block).
             version = ConfigVersion(applied_at=now, source=source[:500], digest=config_digest(text), text=text)
             s.add(version)
             s.flush()
-            for change in changes:
-                row = stored.get(change.tier)
-                if change.change == "removed" and row is not None:
-                    row.active, row.updated_at = False, now
-                elif change.change in ("added", "changed"):
-                    assert change.after is not None
-                    if row is None:
-                        s.add(
-                            TierRecord(
-                                name=change.tier,
-                                spec=change.after,
-                                config_version=version.version,
-                                updated_at=now,
-                                active=True,
-                            )
-                        )
-                    else:
-                        row.spec, row.active = change.after, True
-                        row.config_version, row.updated_at = version.version, now
             for change in changes:
                 if change.change != "unchanged":
                     s.add(
