@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from clocks import Clock
 from controller.config import TierSpec
 from controller.reconciler.calls import one_line
-from controller.reconciler.decide import PolicyRunner
+from controller.reconciler.decide import PolicyRunner, bounds_for
 from controller.reconciler.tick import Tick
 from controller.signals.reading import SignalSource, TierReading
 from controller.store.repository import Store
@@ -65,15 +65,17 @@ class DecidePhase:
         return readings
 
     def decide(
-        self, tick: Tick, name: str, tier: TierSpec, counted: list[Instance], reading: TierReading
+        self, tick: Tick, name: str, tier: TierSpec, counted: list[Instance], reading: TierReading, price: float | None
     ) -> TierDecision:
+        """``price``: $/hour of one more instance (``plan.instance_price``), what the budget cap divides by."""
         assert self._states is not None, "start() first"
         now, current = tick.now, len(counted)
         state, last_desired = self._states.get(name, (PolicyState(), current))
         try:
             booting = sum(1 for i in counted if i.state is not InstanceState.READY)
             inp = PolicyInput(now, reading.signals, current, state, self.policy.seasonal(name, tier, now), booting)
-            decision = self.policy.decide(name, tier, inp)
+            bounds = replace(bounds_for(tier), price_per_instance_hour=price)
+            decision = self.policy.decide(name, tier, inp, bounds)
             desired, reason, new_state, demand = decision.desired, decision.reason, decision.state, decision.demand
         except Exception as exc:  # a policy bug must not take the fleet down: hold, and say why
             log.exception("policy for tier %s failed", name)

@@ -21,7 +21,7 @@ from controller.reconciler.decision import DecidePhase
 from controller.reconciler.garbage import collect_garbage
 from controller.reconciler.offers import TierOffers
 from controller.reconciler.placement import UNAVAILABLE_FOR
-from controller.reconciler.plan import Create, Plan, plan_tier
+from controller.reconciler.plan import Create, Plan, instance_price, plan_tier
 from controller.reconciler.record import Recorder
 from controller.reconciler.report import TickReport, TierTick
 from controller.reconciler.retire import NOTICE_DRAIN_MAX, DrainCheck, RetirePhase, Routes, RouteUpdate
@@ -106,12 +106,12 @@ class Reconciler:
     def _decide_and_plan(
         self, tick: Tick, name: str, tier: TierSpec, instances: list[Instance], reading: TierReading
     ) -> list[PendingCreate]:
-        decision = self.decide.decide(tick, name, tier, [i for i in instances if i.counted], reading)
+        offers = self.offers.of(tier)
+        price = instance_price(name, tier, offers, self.backoffs, tick.now)
+        decision = self.decide.decide(tick, name, tier, [i for i in instances if i.counted], reading, price)
         self.recorder.decision(tick, name, decision, reading)
         ready = sum(1 for i in instances if i.state is InstanceState.READY)
-        plan = plan_tier(
-            name, tier, instances, decision.desired, decision.reason, self.offers.of(tier), self.backoffs, tick.now
-        )
+        plan = plan_tier(name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now)
         tick.report.tiers[name] = TierTick(
             name, decision.current, decision.desired, decision.reason, ready, plan.launched, plan.retired,
             signals=reading.signals, errors=reading.errors,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from controller.config import TierSpec
 from controller.reconciler import placement, scale
 from controller.reconciler.backoffs import Backoffs
+from controller.reconciler.decide import tier_price_per_hour
 from domain.instance import Instance, InstanceState
 from providers.base import Capacity, Offer
 
@@ -56,6 +57,15 @@ class Plan:
     @property
     def retired(self) -> int:
         return len(self.drains)
+
+
+def instance_price(name: str, tier: TierSpec, offers: Sequence[Offer], backoffs: Backoffs, now: float) -> float | None:
+    """The one price rule of a tier's budget, for the policy's cap and for placement alike: an instance
+    costs what placement would pay for the next one (the best acceptable live offer); the catalogue
+    price stands in only while no offer is known."""
+    spot_backoff = backoffs.spot_backoff(name, now)
+    ranked = placement.ranked_offers(tier, offers, backoffs.offers, now, spot_backoff=spot_backoff)
+    return ranked[0].price_per_hour if ranked else tier_price_per_hour(tier)
 
 
 def plan_tier(
