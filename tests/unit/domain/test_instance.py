@@ -1,0 +1,67 @@
+"""The Instance entity: each transition changes the instance and returns the event that records it."""
+
+from __future__ import annotations
+
+from domain.instance import Instance, InstanceState
+
+
+def _pending(**kw: object) -> Instance:
+    values: dict[str, object] = dict(
+        key="sc-web-1",
+        tier="web",
+        state=InstanceState.PENDING,
+        provider="p",
+        offer_id="o",
+        gpu="H100",
+        region="r",
+        capacity="spot",
+        price_per_hour=3.6,
+        created_at=100.0,
+        updated_at=100.0,
+    )
+    values.update(kw)
+    return Instance(**values)  # type: ignore[arg-type]
+
+
+def test_adopt_follows_the_provider_instance_and_says_launched() -> None:
+    inst = _pending(next_attempt_at=130.0)
+    event = inst.adopt("i-1", 120.0, created_at=110.0, address="10.0.0.1:8000", price=4.0)
+    assert (inst.state, inst.provider_id, inst.launched_at, inst.address) == (
+        InstanceState.PROVISIONING,
+        "i-1",
+        110.0,
+        "10.0.0.1:8000",
+    )
+    assert inst.price_per_hour == 4.0 and inst.next_attempt_at is None
+    assert (event.kind, event.key, event.tier, event.t) == ("launched", "sc-web-1", "web", 120.0)
+
+
+def test_ready_is_stamped_once() -> None:
+    inst = _pending(state=InstanceState.BOOTSTRAPPING)
+    assert inst.mark_ready(200.0, "").kind == "ready"
+    inst.move(InstanceState.READY, 300.0, "again", None)
+    assert inst.ready_at == 200.0 and inst.reason == "again"
+
+
+def test_draining_then_retiring_ends_in_the_state_draining_chose() -> None:
+    inst = _pending(state=InstanceState.READY, provider_id="i-1", launched_at=0.0)
+    event = inst.start_draining(3600.0, "launch timeout", end_state=InstanceState.FAILED, event="launch-timeout")
+    assert (inst.state, inst.drain_started_at, event.kind) == (InstanceState.DRAINING, 3600.0, "launch-timeout")
+    assert inst.counted is False
+    retired = inst.retire(7200.0)
+    assert inst.state is InstanceState.FAILED and retired.kind == "retired"
+    assert inst.cost == 3.6 * 2  # two hours at $3.60 from launch
+    assert inst.state.is_ended and not inst.state.is_live
+
+
+def test_an_instance_never_created_costs_nothing() -> None:
+    inst = _pending()
+    event = inst.end(InstanceState.FAILED, 500.0, "no capacity", "no-capacity")
+    assert inst.cost == 0.0 and inst.ended_at == 500.0 and event.message == "no capacity"
+
+
+def test_a_surge_counts_only_once_ready() -> None:
+    surge = _pending(state=InstanceState.BOOTSTRAPPING, surge=True)
+    assert not surge.counted
+    surge.mark_ready(1.0, "up")
+    assert surge.counted
