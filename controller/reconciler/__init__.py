@@ -1,2 +1,3 @@
-"""The reconcile loop, one concern per module: lifecycle (sync with providers), scale (decide and act),
-placement (which offer), garbage collection (orphans). ``loop.Reconciler`` composes them into a tick."""
+"""The reconcile loop as phases (see docs/architecture.md, "The reconciler"): sync (adopt, observe),
+garbage collection, decide, a pure plan, act (creates with failover, drains and deletes, routes) and
+record. ``loop.Reconciler`` composes them into a tick over one unit of work."""

@@ -71,9 +71,12 @@ class Backoffs:
     def interrupted(self, tier: str, now: float) -> None:
         self._interruptions[tier].append(now)
 
-    def spot_backoff(self, tier: str, now: float) -> bool:
-        """Spot was interrupted repeatedly lately: prefer the fallback until the window passes."""
+    def recent_interruptions(self, tier: str, now: float) -> int:
         times = self._interruptions[tier]
         while times and now - times[0] > SPOT_BACKOFF_WINDOW:
             times.popleft()
-        return len(times) >= SPOT_BACKOFF_AFTER
+        return len(times)
+
+    def spot_backoff(self, tier: str, now: float) -> bool:
+        """Spot was interrupted repeatedly lately: prefer the fallback until the window passes."""
+        return self.recent_interruptions(tier, now) >= SPOT_BACKOFF_AFTER
