@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import operator
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, insert, select, update
 from sqlalchemy.orm import Session
 
 from controller.store.models import InstanceRecord
@@ -18,48 +19,50 @@ from domain.instance import LIVE, Instance, InstanceState
 
 LIVE_STATES = tuple(sorted(s.value for s in LIVE))  # for queries by state (the simulator uses it too)
 _FIELDS = tuple(f.name for f in dataclasses.fields(Instance))
+_values = operator.attrgetter(*_FIELDS)  # an entity's (or a row's) facts as one tuple, in _FIELDS order
 
 
 @functools.cache
 def live_instances_query() -> Select[Any]:
     # Built once: the daemon asks every tick, and building the IN clause costs more than running it.
-    return select(InstanceRecord).where(InstanceRecord.state.in_(LIVE_STATES))
+    # Plain columns, not ORM rows: the tick maps them onto entities and writes back only what changed.
+    columns = InstanceRecord.__table__.c
+    return select(*(columns[name] for name in _FIELDS)).where(columns["state"].in_(LIVE_STATES))
 
 
-def to_entity(row: InstanceRecord) -> Instance:
-    values = {name: getattr(row, name) for name in _FIELDS}
-    values["state"] = InstanceState(row.state)
-    values["end_state"] = InstanceState(row.end_state or InstanceState.TERMINATED)
+def to_entity(row: Any) -> Instance:
+    """An entity from a row (an ``InstanceRecord`` or a result row with the same names)."""
+    values = dict(zip(_FIELDS, _values(row), strict=True))
+    values["state"] = InstanceState(values["state"])
+    values["end_state"] = InstanceState(values["end_state"] or InstanceState.TERMINATED)
     return Instance(**values)
 
 
-def to_row(inst: Instance, row: InstanceRecord | None = None) -> InstanceRecord:
-    """Write the entity onto its row (a new row when there is none); only changed columns are set."""
-    row = row if row is not None else InstanceRecord(key=inst.key)
-    for name in _FIELDS:
-        value = getattr(inst, name)
-        if isinstance(value, InstanceState):
-            value = value.value
-        if getattr(row, name, None) != value:
-            setattr(row, name, value)
-    return row
+def to_row(inst: Instance) -> InstanceRecord:
+    return InstanceRecord(**_stored(dict(zip(_FIELDS, _values(inst), strict=True))))
+
+
+def _stored(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.value if isinstance(v, InstanceState) else v for k, v in values.items()}
 
 
 class InstanceRepository:
-    """Instances within one unit of work: each key maps to one entity for the whole unit."""
+    """Instances within one unit of work: each key maps to one entity for the whole unit. Each entity
+    is kept with the facts last stored for it; ``flush`` inserts new ones and updates changed columns."""
 
     def __init__(self, session: Session):
         self._session = session
-        self._tracked: dict[str, tuple[Instance, InstanceRecord | None]] = {}
+        self._tracked: dict[str, tuple[Instance, tuple[Any, ...] | None]] = {}  # key -> (entity, stored facts)
 
     def live(self) -> list[Instance]:
         """Every instance that may bill, as stored after the changes made so far."""
         self.flush()
         found = []
-        for row in self._session.scalars(live_instances_query()).all():
+        for row in self._session.execute(live_instances_query()).all():
             tracked = self._tracked.get(row.key)
             if tracked is None:
-                tracked = self._tracked[row.key] = (to_entity(row), row)
+                inst = to_entity(row)
+                tracked = self._tracked[row.key] = (inst, _values(inst))
             found.append(tracked[0])
         return found
 
@@ -77,11 +80,19 @@ class InstanceRepository:
         return found
 
     def flush(self) -> None:
-        for key, (inst, row) in self._tracked.items():
-            if row is None:
-                row = to_row(inst)
-                self._session.add(row)
-                self._tracked[key] = (inst, row)
+        inserts: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []  # by primary key: {"key": ..., changed columns}
+        for key, (inst, stored) in self._tracked.items():
+            now = _values(inst)
+            if now == stored:
+                continue
+            if stored is None:
+                inserts.append(_stored(dict(zip(_FIELDS, now, strict=True))))
             else:
-                to_row(inst, row)
-        self._session.flush()
+                changed = {name: new for name, new, old in zip(_FIELDS, now, stored, strict=True) if new != old}
+                updates.append({"key": key, **_stored(changed)})
+            self._tracked[key] = (inst, now)
+        if inserts:
+            self._session.execute(insert(InstanceRecord), inserts)
+        if updates:  # executemany, grouped by the set of changed columns
+            self._session.execute(update(InstanceRecord), updates)
