@@ -20,26 +20,11 @@ from controller.store.repository import Store
 from policies.types import Bounds, Decision, PolicyInput
 from providers.registry import ProviderConfig
 from providers.simulated import SimulatedCloud
+from tests.builders import min_floor, tier, tiers_yaml
 
-TIERS = """
-tiers:
-  web:
-    capacity: on-demand
-    gpu: H100-SXM5-80GB
-    providers: [simulated]
-    min: 0
-    max: 6
-    launch_timeout: 10m
-    policy: {kind: min-floor, floor: 0}
-  batch:
-    capacity: spot
-    fallback: on-demand
-    gpu: A100-80GB-PCIe
-    providers: [simulated]
-    min: 0
-    max: 8
-    policy: {kind: scale-to-zero}
-"""
+WEB = tier(max=6, launch_timeout="10m", policy=min_floor(0))
+BATCH = tier("A100-80GB-PCIe", capacity="spot", fallback="on-demand", max=8)
+TIERS = tiers_yaml({"web": WEB, "batch": BATCH})
 
 
 class Script:

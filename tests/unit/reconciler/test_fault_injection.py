@@ -19,21 +19,13 @@ from providers.base import GpuRequest, LaunchSpec, Offer, ProviderInstance
 from providers.errors import RateLimited, Transient
 from providers.registry import ProviderConfig
 from providers.simulated import SimulatedCloud
+from tests.builders import min_floor, tier, tiers_yaml
 from tests.unit.reconciler.conftest import Script
 
-TIERS = """
-tiers:
-  web:
-    capacity: on-demand
-    gpu: H100-SXM5-80GB
-    providers: [flaky]
-    min: 6
-    max: 6
-    budget_per_hour: 15.0
-    policy: {kind: min-floor, floor: 6}
-providers:
-  flaky: {type: simulated, options: {regions: [r1, r2, r3, r4]}}
-"""
+TIERS = tiers_yaml(
+    {"web": tier(providers=["flaky"], min=6, max=6, budget_per_hour=15.0, policy=min_floor(6))},
+    {"flaky": {"type": "simulated", "options": {"regions": ["r1", "r2", "r3", "r4"]}}},
+)
 
 
 class Flaky:

@@ -8,6 +8,7 @@ from sqlalchemy import select
 from controller.store.models import EventRecord, InstanceRecord
 from providers.base import Capacity
 from providers.errors import AuthFailed, Transient
+from tests.builders import min_floor, tier, tiers_yaml
 from tests.unit.reconciler.conftest import World
 
 
@@ -213,17 +214,7 @@ async def test_no_capacity_fails_over_to_the_next_offer_in_the_same_tick(make_wo
     assert len(live) == 2 and {i.region for i in live} == {"sim-west"}
 
 
-SPOT_H100 = """
-tiers:
-  batch:
-    capacity: spot
-    fallback: on-demand
-    gpu: H100-SXM5-80GB
-    providers: [simulated]
-    min: 0
-    max: 8
-    policy: {kind: scale-to-zero}
-"""
+SPOT_H100 = tiers_yaml({"batch": tier(capacity="spot", fallback="on-demand", max=8)})
 
 
 async def test_spot_tier_falls_back_to_on_demand_and_returns_to_spot(make_world) -> None:
@@ -264,17 +255,7 @@ async def test_no_hand_back_when_spot_costs_more(make_world) -> None:
 
 
 async def test_budget_is_never_exceeded(make_world) -> None:
-    tiers = """
-tiers:
-  web:
-    capacity: on-demand
-    gpu: H100-SXM5-80GB
-    providers: [simulated]
-    min: 0
-    max: 10
-    budget_per_hour: 6.0
-    policy: {kind: min-floor, floor: 0}
-"""
+    tiers = tiers_yaml({"web": tier(max=10, budget_per_hour=6.0, policy=min_floor(0))})
     w: World = make_world(tiers)
     w.target("web", 10)
     await w.run(3)
@@ -314,12 +295,12 @@ async def test_provider_outage_holds_instances(make_world) -> None:
 
 async def test_removed_tier_is_drained(make_world) -> None:
     from controller.config import parse_config
-    from tests.unit.reconciler.conftest import TIERS
+    from tests.unit.reconciler.conftest import WEB
 
     w: World = make_world()
     w.target("batch", 2)
     await w.run()
-    only_web = TIERS.split("  batch:")[0]
+    only_web = tiers_yaml({"web": WEB})
     w.store.apply_config(parse_config(only_web, "t.yaml"), only_web, "t.yaml", w.clock.now())
     await w.run(2)
     assert len(w.rows("batch", ("terminated",))) == 2
@@ -395,19 +376,10 @@ async def test_a_provider_that_refuses_the_account_is_skipped_for_others(make_wo
     from providers.simulated import SimulatedCloud
     from tests.unit.reconciler.conftest import Script
 
-    tiers = """
-tiers:
-  web:
-    capacity: on-demand
-    gpu: H100-SXM5-80GB
-    providers: [cheap, dear]
-    min: 2
-    max: 2
-    policy: {kind: min-floor, floor: 2}
-providers:
-  cheap: {type: simulated}
-  dear: {type: simulated}
-"""
+    tiers = tiers_yaml(
+        {"web": tier(providers=["cheap", "dear"], min=2, max=2, policy=min_floor(2))},
+        {"cheap": {"type": "simulated"}, "dear": {"type": "simulated"}},
+    )
     w: World = make_world(tiers)
     clock: FakeClock = w.clock
     cheap = SimulatedCloud(ProviderConfig("cheap", "simulated"), clock)
@@ -426,7 +398,7 @@ providers:
 
 
 async def test_at_max_the_hand_back_to_spot_drains_first_and_never_exceeds_max(make_world) -> None:
-    tiers = SPOT_H100.replace("min: 0\n    max: 8", "min: 2\n    max: 2")
+    tiers = tiers_yaml({"batch": tier(capacity="spot", fallback="on-demand", min=2, max=2)})
     w: World = make_world(tiers)
     w.cloud.set_capacity("H100-SXM5-80GB", 0, capacity=Capacity.SPOT)
     w.target("batch", 2)

@@ -2,24 +2,14 @@
 
 from __future__ import annotations
 
-from controller.config import parse_config
+from controller.config import TierSpec
 from controller.reconciler.placement import UnavailableOffers, ranked_offers
 from providers.base import Capacity, Offer
+from tests.builders import tier_spec
 
 
-def _tier(gpu: str):  # type: ignore[no-untyped-def]
-    text = f"""
-tiers:
-  t:
-    capacity: spot
-    fallback: on-demand
-    gpu: {gpu}
-    providers: [simulated]
-    min: 0
-    max: 4
-    policy: {{kind: scale-to-zero}}
-"""
-    return parse_config(text, "t.yaml").tiers["t"]
+def _tier(gpu: str) -> TierSpec:
+    return tier_spec(gpu, capacity="spot", fallback="on-demand")
 
 
 def _offers(gpu: str, on_demand: float, spot: float) -> list[Offer]:

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-from controller.config import TierSpec, parse_config
+from controller.config import TierSpec
 from controller.reconciler.backoffs import Backoffs
 from controller.reconciler.decide import tier_price_per_hour
 from controller.reconciler.plan import Create, Drain, instance_price, plan_tier
 from domain.instance import Instance, InstanceState
 from providers.base import Capacity, Offer
+from tests.builders import tier_spec
 
 S = InstanceState
 
 
-def _tier(extra: str = "", capacity: str = "on-demand") -> TierSpec:
-    text = f"""
-tiers:
-  t:
-    capacity: {capacity}
-    gpu: H100-SXM5-80GB
-    providers: [p]
-    min: 0
-    max: 4
-{extra}    policy: {{kind: scale-to-zero}}
-providers:
-  p: {{type: simulated}}
-"""
-    return parse_config(text, "t.yaml").tiers["t"]
+def _tier(capacity: str = "on-demand", **fields: object) -> TierSpec:
+    return tier_spec(capacity=capacity, providers={"p": {"type": "simulated"}}, **fields)
 
 
 OD = Offer("p", "od", "H100-SXM5-80GB", 1, "r", 2.0, None)
@@ -47,7 +36,7 @@ def test_scale_out_fills_the_cheapest_offer_up_to_its_room_then_the_next() -> No
 
 
 def test_scale_out_stops_at_max_and_at_the_budget_with_a_note() -> None:
-    tier = _tier("    budget_per_hour: 5.0\n")
+    tier = _tier(budget_per_hour=5.0)
     running = [_inst(1)]  # $2/h already billing
     plan = plan_tier("t", tier, running, 4, "busy", [OD], Backoffs(), 0.0)
     assert len(plan.creates) == 1  # 2 + 2 fits under 5; a third would not
@@ -83,7 +72,7 @@ def test_an_offer_out_of_capacity_is_skipped_until_its_mark_expires() -> None:
 
 
 def test_spot_back_makes_a_surge_below_max_and_drains_first_at_max() -> None:
-    tier = _tier("    fallback: on-demand\n", capacity="spot")
+    tier = _tier("spot", fallback="on-demand")
     fallback = _inst(1, price=2.0, capacity="on-demand")
     plan = plan_tier("t", tier, [fallback], 1, "steady", [SPOT, OD], Backoffs(), 0.0)
     (step,) = plan.rebalances
@@ -95,7 +84,7 @@ def test_spot_back_makes_a_surge_below_max_and_drains_first_at_max() -> None:
 
 
 def test_no_rebalance_while_spot_is_in_back_off() -> None:
-    tier = _tier("    fallback: on-demand\n", capacity="spot")
+    tier = _tier("spot", fallback="on-demand")
     backoffs = Backoffs()
     for t in (1.0, 2.0, 3.0):
         backoffs.interrupted("t", t)

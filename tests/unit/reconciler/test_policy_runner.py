@@ -4,28 +4,12 @@ from __future__ import annotations
 
 from controller.config import parse_config
 from controller.reconciler.decide import PolicyRunner
+from tests.builders import min_floor, tier, tiers_yaml
 
-TIERS = """
-tiers:
-  fortnightly:
-    capacity: on-demand
-    gpu: L40S
-    providers: [simulated]
-    min: 0
-    max: 40
-    policy:
-      kind: predictive
-      headroom: 0
-      lead_time: 0
-      forecast: {periods: [14d], horizon: 10m}
-  plain:
-    capacity: on-demand
-    gpu: L40S
-    providers: [simulated]
-    min: 0
-    max: 4
-    policy: {kind: min-floor, floor: 0}
-"""
+FORTNIGHTLY = {"kind": "predictive", "headroom": 0, "lead_time": 0, "forecast": {"periods": ["14d"], "horizon": "10m"}}
+TIERS = tiers_yaml(
+    {"fortnightly": tier("L40S", max=40, policy=FORTNIGHTLY), "plain": tier("L40S", policy=min_floor(0))}
+)
 
 
 def test_history_reaches_as_far_as_the_longest_forecast_period() -> None:
