@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from sqlalchemy import Engine, inspect
+from sqlalchemy import Engine, inspect, text
 
 from controller.config import parse_config
 from controller.store import migrate
 from controller.store.models import Base, InstanceRecord
-from controller.store.repository import Store
+from controller.store.repository import Store, tier_spec_json
 from policies.types import PolicyState
+from tests.builders import min_floor, tier, tiers_yaml
 
-TIERS = """
-tiers:
-  web:
-    capacity: on-demand
-    gpu: H100-SXM5-80GB
-    providers: [simulated]
-    min: 1
-    max: 4
-    policy: {kind: min-floor, floor: 1}
-"""
+TIERS = tiers_yaml({"web": tier(min=1, max=4, policy=min_floor(1))})
 
 
 def test_migrations_go_up_and_down_and_match_the_models(any_engine: Engine) -> None:
@@ -51,6 +45,20 @@ def test_apply_versions_only_real_changes(any_engine: Engine) -> None:
     assert v2 == 2 and [c.change for c in changes] == ["changed"]
     assert store.active_tiers()["web"].max == 8
     assert store.fleet_config() is not None and store.fleet_config().tiers["web"].max == 8  # type: ignore[union-attr]
+    assert store.tier_specs()["web"]["max"] == 8  # the specs are read from the one stored form
+
+
+def test_downgrading_past_the_single_stored_config_rebuilds_the_tier_copies(any_engine: Engine) -> None:
+    migrate.upgrade(any_engine)
+    Store(any_engine).apply_config(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", 100.0)
+    migrate.downgrade(any_engine, "0002")
+    with any_engine.connect() as conn:
+        rows = conn.execute(text("SELECT name, spec, config_version, active FROM tiers")).all()
+    assert [(r.name, r.config_version, bool(r.active)) for r in rows] == [("web", 1, True)]
+    spec = rows[0].spec if isinstance(rows[0].spec, dict) else json.loads(rows[0].spec)
+    assert spec == tier_spec_json(parse_config(TIERS, "t.yaml").tiers["web"])  # what the old code stored
+    migrate.upgrade(any_engine)
+    assert "tiers" not in inspect(any_engine).get_table_names()
 
 
 def test_instances_decisions_events_and_policy_state_round_trip(any_engine: Engine) -> None:
