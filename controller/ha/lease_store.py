@@ -44,7 +44,7 @@ class LeaseStore:
     def read(self) -> Lease | None:
         with Session(self.engine) as s:
             row = s.get(LeaderLeaseRecord, self.name)
-            return _lease(row) if row is not None else None
+            return lease_of(row) if row is not None else None
 
     # ---- changing --------------------------------------------------------------------------------
     def try_acquire(self, me: Identity, sent_mono: float) -> Term | None:
@@ -72,7 +72,7 @@ class LeaseStore:
                     )
                 )
                 return Term(self.name, me.holder, 1, self.ttl, sent_mono, now)
-            lease = _lease(row)
+            lease = lease_of(row)
             if not lease.expired(now) and not lease.held_by(me.holder):
                 return None
             epoch = lease.epoch + 1
@@ -166,7 +166,7 @@ class LeaseStore:
             s.execute(delete(ReplicaRecord).where(ReplicaRecord.holder == me.holder))
 
 
-def _lease(row: LeaderLeaseRecord) -> Lease:
+def lease_of(row: LeaderLeaseRecord) -> Lease:
     return Lease(
         name=row.name,
         holder=row.holder,
