@@ -251,7 +251,13 @@ class Daemon:
         scheduler.add_job(self._prune, "interval", hours=1, max_instances=1, coalesce=True, id="prune")
         assert self.replica is not None
         scheduler.add_job(
-            self._elect, "interval", seconds=self.replica.interval, max_instances=1, coalesce=True, id="elect"
+            self._elect,
+            "interval",
+            seconds=self.replica.interval,
+            max_instances=1,
+            coalesce=True,
+            next_run_time=first,
+            id="elect",
         )
         watchdog = watchdog_interval()
         if watchdog:  # keep systemd's watchdog fed while ticks are slower than its timeout

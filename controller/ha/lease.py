@@ -22,8 +22,12 @@ RENEW_DEADLINE_SHARE = 2 / 3
 RENEW_EVERY_SHARE = 1 / 5
 
 
-class LeadershipLost(RuntimeError):
-    """This daemon is no longer (or not surely) the leader: it must not commit or call a provider."""
+class LeadershipLost(BaseException):
+    """This daemon is no longer (or not surely) the leader: it must not commit or call a provider.
+
+    A BaseException, like asyncio.CancelledError and for the same reason: the reconciler turns ordinary
+    exceptions of one provider call into that call's failure and carries on, but a lost term must end
+    the whole tick at once — not be counted as a failed create and backed off."""
 
 
 @dataclass(frozen=True)

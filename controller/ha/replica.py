@@ -63,7 +63,8 @@ class Replica:
         """Refuses to start (DaemonAlreadyRunning) where another daemon owns the SQLite file."""
         if self.file_lock is not None:
             self.file_lock.acquire()
-        self.step()
+        # The lease is first tried when the scheduler starts (the daemon's elect job), not here: a term
+        # won during start-up would be half spent before the first tick.
 
     def step(self) -> None:
         self.elector.step()
