@@ -21,13 +21,16 @@ from clocks.scaled import ScaledClock
 from controller.app import Controller, build_providers, open_store, provider_configs
 from controller.config import FleetConfig, load_config, parse_config
 from controller.embedded import bundled_tiers_text
+from controller.ha.fencing import FencedProvider, fence_commits
+from controller.ha.lease import LeadershipLost
+from controller.ha.replica import Replica
 from controller.http_app import Health, build_http_app
 from controller.metrics import DaemonMetrics
 from controller.reconciler.loop import Reconciler
 from controller.serving_hooks import ServingHooks, build_hooks
 from controller.settings import Settings
 from controller.signals.reading import SignalSource
-from controller.status import fleet_status
+from controller.status import fleet_status, replicas_status
 from controller.store.repository import Store
 from controller.systemd import SystemdNotifier, watchdog_interval
 from providers.base import Provider
@@ -68,6 +71,8 @@ class Daemon:
         self._started = self.clock.now()
         self.controller: Controller | None = None
         self.serving: ServingHooks | None = None
+        self.replica: Replica | None = None
+        self._announced = False
 
     # ---- wiring ----------------------------------------------------------------------------------
     def _load_fleet(self, store: Store) -> tuple[FleetConfig, bool]:
@@ -102,17 +107,33 @@ class Daemon:
 
     def build(self) -> Controller:
         store = open_store(self.settings)
+        self.replica = replica = Replica(
+            store.engine,
+            self.settings.resolved_database_url(),
+            self.settings.leader_lease_ttl,
+            self.real_clock,
+            stamp=self.clock.now,
+            http=f"{self.settings.http_host}:{self.settings.http_port}",
+        )
+        try:
+            replica.start()  # one daemon per SQLite file: refuses here, before anything is written
+        except Exception:
+            store.engine.dispose()
+            raise
         fleet, embedded = self._load_fleet(store)
         providers = build_providers(provider_configs(fleet, self.settings), self.clock)
         signals = self._signals(embedded, providers)
+        # The reconciler acts only inside a valid term: its commits are fenced, its provider calls checked.
+        acting_store = Store(store.engine)
+        fence_commits(acting_store.sessions, replica.elector)
 
         def current_fleet() -> FleetConfig:  # providers added by `scalectl apply` while running count too
             return self.controller.fleet if self.controller is not None else fleet
 
         self.serving = build_hooks(self.settings, self.clock, current_fleet)
         reconciler = Reconciler(
-            store,
-            providers,
+            acting_store,
+            self._fenced(providers),
             signals,
             self.clock,
             key_prefix=self.settings.key_prefix,
@@ -137,19 +158,46 @@ class Daemon:
         new = {n: c for n, c in configs.items() if n not in controller.providers}
         if new:
             controller.providers.update(build_providers(new, self.clock))
-            controller.reconciler.providers.update({n: controller.providers[n] for n in new})
+            controller.reconciler.providers.update(self._fenced({n: controller.providers[n] for n in new}))
         log.info("configuration v%s picked up", version)
 
+    def _fenced(self, providers: dict[str, Provider]) -> dict[str, Provider]:
+        assert self.replica is not None
+        elector = self.replica.elector
+        return {name: FencedProvider(provider, elector) for name, provider in providers.items()}
+
     # ---- running ---------------------------------------------------------------------------------
+    async def _elect(self) -> None:
+        """Renew or try to take the lease (every fifth of its TTL, in real time)."""
+        replica = self.replica
+        if replica is None or self._stop.is_set():
+            return
+        await asyncio.to_thread(replica.step)
+        self.metrics.observe_leadership(replica.is_leader(), replica.epoch)
+        if not replica.is_leader():
+            self.health.tick_ok()  # a healthy standby is ready: it serves status, metrics and webhooks
+            self.notifier.watchdog()
+            self._announce("standing by")
+
+    def _announce(self, what: str) -> None:
+        if not self._announced:
+            self._announced = True
+            self.notifier.ready(what)
+
     async def _tick(self) -> None:
         controller = self.controller
         if controller is None or self._stop.is_set():
+            return
+        if self.replica is not None and not self.replica.is_leader():
             return
         async with self._lock:
             started = self.real_clock.monotonic()
             try:
                 self._refresh_config(controller)
                 report = await controller.reconciler.tick()
+            except LeadershipLost as exc:
+                log.warning("stopped acting mid-tick, nothing more is committed: %s", exc)
+                self.metrics.ticks.labels("deposed").inc()
             except Exception as exc:
                 log.exception("reconcile tick failed")
                 self.health.tick_failed(f"{type(exc).__name__}: {exc}")
@@ -157,8 +205,7 @@ class Daemon:
             else:
                 self.health.tick_ok()
                 self.metrics.observe_tick(report, controller.store, self.real_clock.monotonic() - started)
-                if self._ticks == 0:
-                    self.notifier.ready(f"reconciling {len(report.tiers)} tiers")
+                self._announce(f"reconciling {len(report.tiers)} tiers")
                 self.notifier.watchdog()
             self._ticks += 1
             if self.options.max_ticks is not None and self._ticks >= self.options.max_ticks:
@@ -167,14 +214,18 @@ class Daemon:
                 self._stop.set()
 
     async def _prune(self) -> None:
-        if self.controller is not None:
+        if self.controller is not None and self.replica is not None and self.replica.is_leader():
             removed = self.controller.store.prune(self.clock.now() - self.settings.retention_days * 86400)
             if removed:
                 log.info("pruned %d old decisions and events", removed)
 
     def _status(self) -> dict[str, Any]:
         assert self.controller is not None
-        return {"tiers": fleet_status(self.controller.store), "ticks": self._ticks}
+        status: dict[str, Any] = {"tiers": fleet_status(self.controller.store), "ticks": self._ticks}
+        if self.replica is not None:
+            view = self.replica.view()
+            status.update(replicas_status(view, self.real_clock.now(), 3 * self.settings.leader_lease_ttl))
+        return status
 
     async def run(self) -> int:
         self.controller = controller = self.build()
@@ -195,6 +246,16 @@ class Daemon:
             misfire_grace_time=None,
         )
         scheduler.add_job(self._prune, "interval", hours=1, max_instances=1, coalesce=True, id="prune")
+        assert self.replica is not None
+        scheduler.add_job(
+            self._elect,
+            "interval",
+            seconds=self.replica.interval,
+            max_instances=1,
+            coalesce=True,
+            next_run_time=first,
+            id="elect",
+        )
         watchdog = watchdog_interval()
         if watchdog:  # keep systemd's watchdog fed while ticks are slower than its timeout
             scheduler.add_job(self._heartbeat, "interval", seconds=watchdog, id="watchdog")
@@ -218,6 +279,8 @@ class Daemon:
             if server is not None and server_task is not None:
                 server.should_exit = True
                 await server_task
+            if self.replica is not None:
+                await asyncio.to_thread(self.replica.stop)  # hand the lease over at once
             await controller.aclose()
             if self.serving is not None:
                 await self.serving.aclose()

@@ -36,6 +36,16 @@ class DaemonMetrics:
         self.signal_errors = Counter(
             "scalectl_signal_errors_total", "Signal source errors", ["tier", "source"], registry=self.registry
         )
+        self.leader = Gauge(
+            "scalectl_leader", "1 while this daemon holds the leader lease, else 0", registry=self.registry
+        )
+        self.leader_epoch = Gauge(
+            "scalectl_leader_epoch", "Epoch of the term this daemon leads (0 when standing by)", registry=self.registry
+        )
+
+    def observe_leadership(self, leader: bool, epoch: int | None) -> None:
+        self.leader.set(1 if leader else 0)
+        self.leader_epoch.set(epoch if leader and epoch is not None else 0)
 
     def observe_tick(self, report: TickReport, store: Store, seconds: float) -> None:
         self.tick_seconds.observe(seconds)

@@ -37,6 +37,12 @@ class Settings(BaseSettings):
         180.0, ge=0, description="Seconds an offer is skipped after a no-capacity answer (Karpenter: 3 min)"
     )
     max_concurrent_provider_calls: int = Field(32, ge=1)
+    leader_lease_ttl: float = Field(
+        10.0,
+        ge=1.0,
+        le=300.0,
+        description="Seconds a leader's lease lasts without renewal; a standby takes over after it (HA)",
+    )
     webhook_secret_env: str = "SCALECTL_WEBHOOK_SECRET"
     webhook_secret_file: Path | None = None
     eventbridge_token_env: str = "SCALECTL_EVENTBRIDGE_TOKEN"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.ha.replica import ReplicaView
 from controller.store.repository import Store
 from domain.instance import InstanceState
 
@@ -37,3 +38,32 @@ def fleet_status(store: Store) -> list[dict[str, Any]]:
         row[InstanceState(column).value] += 1
         row["cost_per_hour"] = round(row["cost_per_hour"] + inst.price_per_hour, 4)
     return [rows[name] for name in sorted(rows)]
+
+
+def replicas_status(view: ReplicaView, now: float, stale_after: float) -> dict[str, Any]:
+    """The leader (host, PID, since, epoch) and every replica with its role, as status shows them."""
+    lease = view.leader
+    leader = None
+    if lease is not None:
+        leader = {
+            "host": lease.host,
+            "pid": lease.pid,
+            "epoch": lease.epoch,
+            "since": lease.acquired_at,
+            "lease_expires_in": round(lease.expires_at - now, 1),
+        }
+    replicas = [
+        {
+            "host": r.host,
+            "pid": r.pid,
+            "role": "leader"
+            if lease is not None and lease.holder == r.holder and lease.expires_at > now
+            else "standby",
+            "started_at": r.started_at,
+            "seen_ago": round(now - r.seen_at, 1),
+            "http": r.http,
+        }
+        for r in view.replicas
+        if now - r.seen_at <= stale_after
+    ]
+    return {"leader": leader, "replicas": replicas}

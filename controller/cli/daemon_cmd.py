@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from controller.cli.context import settings, user_errors
-from controller.cli.output import EXIT_USAGE, fail
+from controller.cli.output import EXIT_ERROR, EXIT_USAGE, fail
 from policies.durations import parse_duration
 
 
@@ -51,8 +51,13 @@ def register(app: typer.Typer) -> None:
             s = s.model_copy(update={"http_port": port})
         if config is None and s.config_file is not None:
             config = s.config_file
+        from controller.ha.file_lock import DaemonAlreadyRunning
+
         with user_errors():
-            code = asyncio.run(
-                Daemon(s, DaemonOptions(config_file=config, speed=speed, max_ticks=ticks, run_for=duration)).run()
-            )
+            try:
+                code = asyncio.run(
+                    Daemon(s, DaemonOptions(config_file=config, speed=speed, max_ticks=ticks, run_for=duration)).run()
+                )
+            except DaemonAlreadyRunning as exc:
+                fail(str(exc), EXIT_ERROR)
         raise typer.Exit(code)

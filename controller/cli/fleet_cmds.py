@@ -9,7 +9,8 @@ import typer
 from clocks import SystemClock
 from controller.cli.context import open_store, settings, user_errors
 from controller.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
-from controller.status import COLUMNS, fleet_status
+from controller.ha.replica import read_replicas
+from controller.status import COLUMNS, fleet_status, replicas_status
 from policies.durations import parse_duration
 
 
@@ -38,12 +39,20 @@ def register(app: typer.Typer) -> None:
     def status(output: Format = OutputOption) -> None:
         """Per tier: desired / ready / pending / draining and $/hour."""
         with user_errors():
-            rows = fleet_status(open_store(settings()))
+            s = settings()
+            store = open_store(s)
+            rows = fleet_status(store)
+            replicas = replicas_status(read_replicas(store.engine), SystemClock().now(), 3 * s.leader_lease_ttl)
         emit(
             rows,
             output,
             columns=COLUMNS,
         )
+        if output is Format.table and replicas["replicas"]:
+            emit(replicas["replicas"], output, columns=["role", "host", "pid", "started_at", "seen_ago", "http"])
+            leader = replicas["leader"]
+            if leader is not None:
+                typer.echo(f"leader: {leader['host']} pid {leader['pid']}, epoch {leader['epoch']}")
 
     @describe_app.command("tier")
     def describe_tier(

@@ -107,3 +107,29 @@ class EventRecord(Base):
     instance_key: Mapped[str | None] = mapped_column(String(63), nullable=True)
     kind: Mapped[str] = mapped_column(String(40))
     message: Mapped[str] = mapped_column(Text)
+
+
+class LeaderLeaseRecord(Base):
+    """Who may act on the fleet (controller/ha): one row per lease, the epoch grows with every new holder."""
+
+    __tablename__ = "leader_leases"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(200))
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    epoch: Mapped[int] = mapped_column(Integer)
+    acquired_at: Mapped[float] = mapped_column(Float)
+    renewed_at: Mapped[float] = mapped_column(Float)
+    expires_at: Mapped[float] = mapped_column(Float)
+
+
+class ReplicaRecord(Base):
+    """Every running daemon, leader or standby, so `scalectl status` can show them all."""
+
+    __tablename__ = "replicas"
+    holder: Mapped[str] = mapped_column(String(200), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[float] = mapped_column(Float)
+    seen_at: Mapped[float] = mapped_column(Float)
+    http: Mapped[str] = mapped_column(String(255), default="")

@@ -1,0 +1,1 @@
+"""High availability: a leader lease with epochs and fencing (PostgreSQL), one daemon per SQLite file."""
