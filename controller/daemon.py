@@ -15,6 +15,7 @@ from typing import Any
 
 import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from sqlalchemy.exc import DBAPIError
 
 from clocks import Clock, SystemClock
 from clocks.scaled import ScaledClock
@@ -172,7 +173,10 @@ class Daemon:
         replica = self.replica
         if replica is None or self._stop.is_set():
             return
-        await asyncio.to_thread(replica.step)
+        try:
+            await asyncio.to_thread(replica.step)
+        except asyncio.CancelledError:  # shutdown cancels the job; the thread's statement ends by itself
+            return
         self.metrics.observe_leadership(replica.is_leader(), replica.epoch)
         if not replica.is_leader():
             self.health.tick_ok()  # a healthy standby is ready: it serves status, metrics and webhooks
@@ -198,6 +202,11 @@ class Daemon:
             except LeadershipLost as exc:
                 log.warning("stopped acting mid-tick, nothing more is committed: %s", exc)
                 self.metrics.ticks.labels("deposed").inc()
+            except DBAPIError as exc:  # the store went away (restart, failover, cut connection): say so in a line
+                first = str(exc.orig or exc).strip().splitlines()[0] if str(exc.orig or exc).strip() else ""
+                log.warning("reconcile tick failed: the store is unreachable (%s: %s)", type(exc.orig).__name__, first)
+                self.health.tick_failed(f"store unreachable: {first}")
+                self.metrics.ticks.labels("error").inc()
             except Exception as exc:
                 log.exception("reconcile tick failed")
                 self.health.tick_failed(f"{type(exc).__name__}: {exc}")

@@ -298,6 +298,8 @@ def test_random_failovers_during_scale_out_and_in_keep_the_invariants(fleet: Fle
     time.sleep(3)
     assert len(fleet.live()) == floor
     assert_invariants(fleet)
-    for name in fleet.procs:  # a paused or cut-off leader said it stepped down before it acted again
+    for name in fleet.procs:  # disruptions are expected events: each is one line, never a traceback
         log = daemon_log(fleet.tmp / name).read_text()
-        assert "Traceback" not in log or "LeadershipLost" in log, log[-3000:]
+        assert "Traceback" not in log, log[-3000:]
+    paused = [daemon_log(fleet.tmp / n).read_text() for n in fleet.procs]
+    assert any("stepped down from epoch" in log for log in paused), "the paused leader said it stepped down"
