@@ -25,8 +25,6 @@ from typing import Any, Literal
 import httpx
 
 from clocks import Clock
-from controller.bootstrap.cloud_init import render_user_data
-from controller.bootstrap.container import container_args, container_env
 from controller.bootstrap.render import describe_tier_server, render_bootstrap
 from controller.config import IMPLICIT_PROVIDERS, FleetConfig, TierSpec
 from controller.readiness import ReadinessProbe
@@ -35,6 +33,8 @@ from controller.settings import Settings
 from controller.signals.vllm_scraper import VllmScraper
 from controller.store.models import InstanceRecord
 from providers.base import Bootstrap, Offer
+from serving.bootstrap.cloud_init import render_user_data
+from serving.bootstrap.container import container_args, container_env
 from sizing.errors import SizingError
 from sizing.gpus import UnknownGpu
 from sizing.server import ServerDescription

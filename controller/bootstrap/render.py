@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from controller.bootstrap.cloud_init import render_user_data
-from controller.bootstrap.container import container_args, container_env
-from controller.bootstrap.ssh_script import render_ssh_script
 from controller.config import TierSpec
 from providers.base import Bootstrap
+from serving.bootstrap.cloud_init import render_user_data
+from serving.bootstrap.container import container_args, container_env
+from serving.bootstrap.ssh_script import render_ssh_script
 from sizing.server import ServerDescription
 from sizing.vllm_args import tune_vllm_args
 

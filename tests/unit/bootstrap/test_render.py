@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from controller.bootstrap import describe_tier_server, render_bootstrap
-from controller.bootstrap.validate import InvalidUserData, cloud_init_schema_check, validate_user_data
 from controller.config import parse_config
+from serving.bootstrap.validate import InvalidUserData, cloud_init_schema_check, validate_user_data
 from sizing.server import ServerDescription, resolve_secret_refs
 
 TIERS = """

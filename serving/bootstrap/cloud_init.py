@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from controller.bootstrap import parts
+from serving.bootstrap import parts
 from sizing.server import ServerDescription
 
 
