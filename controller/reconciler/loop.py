@@ -12,7 +12,7 @@ import asyncio
 import logging
 import secrets
 from collections import defaultdict, deque
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -37,13 +37,14 @@ from providers.errors import (
     RateLimited,
 )
 from providers.tagging import TIER_TAG
+from sizing.server import ServerDescription
 
 log = logging.getLogger("scalectl.reconciler")
 T = TypeVar("T")
 
 ReadinessCheck = Callable[[TierSpec, InstanceRecord], Awaitable[tuple[bool, str]]]
 DrainCheck = Callable[[InstanceRecord], Awaitable[float | None]]  # requests still running, None unknown
-BootstrapFor = Callable[[str, TierSpec, Offer], Any]  # returns providers.base.Bootstrap
+ServerFor = Callable[[str, TierSpec], ServerDescription]  # what a tier's launches carry
 RouteUpdate = Callable[[str, TierSpec, list[str]], Awaitable[None]]
 
 OFFERS_TTL = 60.0
@@ -98,9 +99,8 @@ class Reconciler:
         key_prefix: str = "sc-",
         policy: PolicyRunner | None = None,
         readiness: ReadinessCheck | None = None,
-        ready_on_running: Sequence[str] = ("simulated",),
         drain_check: DrainCheck | None = None,
-        bootstrap_for: BootstrapFor | None = None,
+        server_for: ServerFor | None = None,
         route_update: RouteUpdate | None = None,
         max_concurrent_calls: int = 32,
         offers_ttl: float = OFFERS_TTL,
@@ -113,9 +113,8 @@ class Reconciler:
         self.key_prefix = key_prefix
         self.policy = policy or PolicyRunner()
         self.readiness = readiness
-        self.ready_on_running = set(ready_on_running)
         self.drain_check = drain_check
-        self.bootstrap_for = bootstrap_for
+        self.server_for = server_for
         self.route_update = route_update
         self._limit = asyncio.Semaphore(max_concurrent_calls)
         self.offer_cache = OfferCache(clock, ttl=offers_ttl)
@@ -213,9 +212,8 @@ class Reconciler:
             if notice and (inst is None or inst.interruption_notice_at is None):
                 self._start_draining(session, row, now, "interruption notice (webhook)", interrupted=True)
                 continue
-            change = lifecycle.observe(
-                row, inst, gone, tier, now, ready_on_running=row.provider in self.ready_on_running
-            )
+            ready = row.provider in self.providers and self.providers[row.provider].capabilities.running_means_ready
+            change = lifecycle.observe(row, inst, gone, tier, now, ready_on_running=ready)
             if change is not None:
                 self._apply(session, row, change, now)
         await self._probe_bootstrapping(session, rows, tiers, now)
@@ -440,9 +438,8 @@ class Reconciler:
 
     def _launch_spec(self, key: str, name: str, tier: TierSpec, offer: Offer, capacity: Capacity) -> LaunchSpec:
         """What a create asks for; built the same way for a first try and for a retry with the same key."""
-        bootstrap = self.bootstrap_for(name, tier, offer) if self.bootstrap_for else None
-        extra = {"bootstrap": bootstrap} if bootstrap is not None else {}
-        return LaunchSpec(key=key, tier=name, offer=offer, capacity=capacity, tags={TIER_TAG: name}, **extra)
+        server = self.server_for(name, tier) if self.server_for else None
+        return LaunchSpec(key=key, tier=name, offer=offer, capacity=capacity, server=server, tags={TIER_TAG: name})
 
     # ---- phase 5: act ----------------------------------------------------------------------------
     async def _execute_creates(
