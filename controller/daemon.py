@@ -88,13 +88,13 @@ class Daemon:
         return fleet, True
 
     def _signals(self, embedded: bool, providers: dict[str, Provider]) -> SignalSource:
-        if embedded and "simulated" in providers:
+        if embedded:  # the bundled demo: load is synthesised over the simulated cloud's machines
             from controller.embedded.load import SyntheticLoad
             from providers.simulated import SimulatedCloud
 
-            cloud = providers["simulated"]
-            assert isinstance(cloud, SimulatedCloud)
-            return SyntheticLoad(self.clock, cloud)
+            cloud = next((p for p in providers.values() if isinstance(p, SimulatedCloud)), None)
+            if cloud is not None:
+                return SyntheticLoad(self.clock, cloud)
         from controller.signals.reader import SignalReader  # type: ignore[import-not-found, unused-ignore]
 
         reader: SignalSource = SignalReader(self.clock)

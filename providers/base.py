@@ -115,6 +115,21 @@ class ListFilter(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class LocalState:
+    """State an adapter keeps on the daemon's own machine; the daemon places it under its data dir."""
+
+    option: str  # the adapter option naming the file or directory ("state_path", "state_dir")
+    implicit_name: str  # its name for the implicit provider of this type (a tier naming "simulated", "local")
+    configured_name: str | None = None  # for a configured entry, "{name}" is the entry; None: the adapter's default
+
+    def default_for(self, name: str, *, implicit: bool) -> str | None:
+        """The file or directory name under the data dir, or None to leave the adapter's own default."""
+        if implicit:
+            return self.implicit_name
+        return self.configured_name.format(name=name) if self.configured_name is not None else None
+
+
+@dataclass(frozen=True, slots=True)
 class ProviderCapabilities:
     """What an adapter is, declared once on its class; the controller asks this, never the provider's type."""
 
@@ -125,6 +140,7 @@ class ProviderCapabilities:
     list_filter: ListFilter = ListFilter.CLIENT
     list_page_size: int | None = None  # instances per list request; None: one unpaged answer
     list_max_pages: int | None = None  # pages one list walks at most; None: no bound
+    local_state: LocalState | None = None  # state kept on the daemon's machine (simulated cloud, local processes)
 
     @property
     def launches_server(self) -> bool:

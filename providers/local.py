@@ -31,6 +31,7 @@ from providers.base import (
     GpuRequest,
     InstanceStatus,
     LaunchSpec,
+    LocalState,
     Offer,
     ProviderCapabilities,
     ProviderInstance,
@@ -94,7 +95,13 @@ def _spawn(argv: list[str], log_path: Path, cwd: str | None) -> subprocess.Popen
 class LocalProvider:
     # A process is "running" before its server answers: readiness is probed. Spot offers exist for tests
     # of the spot path; nothing ever interrupts them. list() reads every state file and keeps ours.
-    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(bootstrap=BootstrapForm.STANDIN, spot=True)
+    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
+        bootstrap=BootstrapForm.STANDIN,
+        spot=True,
+        # The implicit provider keeps its instances' state files in the daemon's data dir; a configured
+        # entry uses options.state_dir, else DEFAULT_STATE_DIR.
+        local_state=LocalState("state_dir", "local-instances"),
+    )
 
     @staticmethod
     def render_launch(server: ServerDescription) -> tuple[str, ...]:

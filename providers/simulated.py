@@ -28,6 +28,7 @@ from providers.base import (
     InstanceStatus,
     LaunchSpec,
     ListFilter,
+    LocalState,
     NoticeDelivery,
     Offer,
     ProviderCapabilities,
@@ -97,6 +98,8 @@ class SimulatedCloud:
         spot=True,
         interruption_notices=NoticeDelivery.POLL,
         list_filter=ListFilter.NAME_PREFIX,
+        # A simulated cloud outlives the daemon, like a real one: its state file lives in the data dir.
+        local_state=LocalState("state_path", "simulated-cloud.json", "simulated-cloud-{name}.json"),
     )
 
     @staticmethod
