@@ -138,7 +138,7 @@ class ProviderCapabilities:
     spot: bool = False  # sells interruptible capacity (spot, interruptible pods, bids)
     interruption_notices: NoticeDelivery = NoticeDelivery.NONE
     list_filter: ListFilter = ListFilter.CLIENT
-    list_page_size: int | None = None  # instances per list request; None: one unpaged answer
+    list_page_size: int | None = None  # instances we ask per list page; None: the provider decides (or no paging)
     list_max_pages: int | None = None  # pages one list walks at most; None: no bound
     local_state: LocalState | None = None  # state kept on the daemon's machine (simulated cloud, local processes)
 
