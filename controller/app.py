@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from clocks import Clock
-from controller.config import IMPLICIT_PROVIDERS, ConfigError, FleetConfig, load_config, parse_config
+from controller.config import IMPLICIT_PROVIDERS, FleetConfig
 from controller.reconciler.loop import Reconciler
 from controller.settings import Settings
 from controller.signals.reading import SignalSource
@@ -16,7 +15,7 @@ from controller.store.db import make_engine
 from controller.store.migrate import upgrade
 from controller.store.repository import Store
 from providers.base import Provider
-from providers.registry import ProviderConfig, build_provider
+from providers.registry import ProviderConfig, UnknownProviderType, build_provider, capabilities_of
 
 log = logging.getLogger("scalectl")
 
@@ -29,12 +28,13 @@ def open_store(settings: Settings, *, migrate: bool = True) -> Store:
 
 
 def provider_configs(fleet: FleetConfig, settings: Settings) -> dict[str, ProviderConfig]:
-    """Every provider the tiers name: configured blocks, plus the implicit ones (simulated, local)."""
+    """Every provider the tiers name: configured blocks, plus the implicit ones (simulated, local).
+
+    An adapter that keeps state on this machine (its capabilities say where) gets it under the data dir."""
     configs: dict[str, ProviderConfig] = {}
     for name, entry in fleet.providers.items():
         options: dict[str, Any] = dict(entry.options)
-        if entry.type == "simulated":  # a simulated cloud outlives the daemon, like a real one
-            options.setdefault("state_path", str(settings.data_dir / f"simulated-cloud-{name}.json"))
+        _default_state(options, entry.type, name, settings, implicit=False)
         configs[name] = ProviderConfig(
             name=name,
             type=entry.type,
@@ -47,30 +47,23 @@ def provider_configs(fleet: FleetConfig, settings: Settings) -> dict[str, Provid
         for name in tier.providers:
             if name not in configs and name in IMPLICIT_PROVIDERS:
                 implicit: dict[str, Any] = {}
-                if name == "simulated":
-                    implicit["state_path"] = str(settings.data_dir / "simulated-cloud.json")
-                elif name == "local":
-                    implicit["state_dir"] = str(settings.data_dir / "local-instances")
+                _default_state(implicit, name, name, settings, implicit=True)  # implicit: named by their type
                 configs[name] = ProviderConfig(name=name, type=name, options=implicit)
     return configs
 
 
+def _default_state(options: dict[str, Any], type_name: str, name: str, settings: Settings, *, implicit: bool) -> None:
+    try:
+        state = capabilities_of(type_name).local_state
+    except UnknownProviderType:
+        return  # building the provider names the unknown type
+    filename = state.default_for(name, implicit=implicit) if state is not None else None
+    if state is not None and filename is not None:
+        options.setdefault(state.option, str(settings.data_dir / filename))
+
+
 def build_providers(configs: dict[str, ProviderConfig], clock: Clock) -> dict[str, Provider]:
     return {name: build_provider(cfg, clock) for name, cfg in configs.items()}
-
-
-def resolve_fleet(store: Store, config_file: Path | None, embedded_text: str | None) -> FleetConfig:
-    """The configuration to run: a file (applied to the store first), else the stored one, else the
-    bundled example (embedded default)."""
-    if config_file is not None:
-        fleet, _ = load_config(config_file)
-        return fleet
-    stored = store.fleet_config()
-    if stored is not None:
-        return stored
-    if embedded_text is not None:
-        return parse_config(embedded_text, "bundled example tiers")
-    raise ConfigError("scalectl", ["no configuration: run `scalectl apply -f tiers.yaml` or pass --config"])
 
 
 @dataclass

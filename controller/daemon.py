@@ -22,7 +22,7 @@ from clocks.scaled import ScaledClock
 from controller.app import Controller, build_providers, open_store, provider_configs
 from controller.config import FleetConfig, load_config, parse_config
 from controller.embedded import bundled_tiers_text
-from controller.ha.fencing import FencedProvider, fence_commits
+from controller.ha.fencing import fence_commits, fenced
 from controller.ha.lease import LeadershipLost
 from controller.ha.replica import Replica
 from controller.http_app import Health, build_http_app
@@ -94,13 +94,13 @@ class Daemon:
         return fleet, True
 
     def _signals(self, embedded: bool, providers: dict[str, Provider]) -> SignalSource:
-        if embedded and "simulated" in providers:
+        if embedded:  # the bundled demo: load is synthesised over the simulated cloud's machines
             from controller.embedded.load import SyntheticLoad
             from providers.simulated import SimulatedCloud
 
-            cloud = providers["simulated"]
-            assert isinstance(cloud, SimulatedCloud)
-            return SyntheticLoad(self.clock, cloud)
+            cloud = next((p for p in providers.values() if isinstance(p, SimulatedCloud)), None)
+            if cloud is not None:
+                return SyntheticLoad(self.clock, cloud)
         from controller.signals.reader import SignalReader  # type: ignore[import-not-found, unused-ignore]
 
         reader: SignalSource = SignalReader(self.clock)
@@ -165,7 +165,7 @@ class Daemon:
     def _fenced(self, providers: dict[str, Provider]) -> dict[str, Provider]:
         assert self.replica is not None
         elector = self.replica.elector
-        return {name: FencedProvider(provider, elector) for name, provider in providers.items()}
+        return {name: fenced(provider, elector) for name, provider in providers.items()}
 
     # ---- running ---------------------------------------------------------------------------------
     async def _elect(self) -> None:

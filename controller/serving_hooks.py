@@ -4,14 +4,15 @@ draining one has finished its requests, and where the load balancer sends traffi
 ``build_hooks`` returns a :class:`ServingHooks`; ``reconciler_kwargs()`` are the Reconciler's hook
 arguments and ``aclose()`` releases the HTTP client the probes share.
 
-- bootstrap: one server description per tier (tuned ``vllm serve`` arguments), rendered in the form the
-  provider's type takes: container image + args, cloud-init user data, or the stand-in arguments the
-  local provider reads.
-- readiness: ``/health`` 200 and ``/v1/models`` listing the served model with the launched max-model-len.
+- server: one server description per tier (tuned ``vllm serve`` arguments); the launch carries it and the
+  provider's adapter renders the form its cloud takes (see ``ProviderCapabilities.bootstrap``).
+- readiness: ``/health`` 200 and ``/v1/models`` listing the served model with the launched max-model-len;
+  skipped where the provider declares that "running" is serving.
 - drain: ``/metrics`` read with the signal scraper's parser; running + waiting requests, None when the
-  server cannot be read. An instance still in the load balancer's configuration is never drained: on the
-  tick it starts draining the routes are rewritten only after the drain check, so an idle moment there must
-  not let it be deleted while the proxy still sends to it.
+  server cannot be read; 0 where the provider launches no server of ours. An instance still in the load
+  balancer's configuration is never drained: on the tick it starts draining the routes are rewritten only
+  after the drain check, so an idle moment there must not let it be deleted while the proxy still sends
+  to it.
 - routing: a RoutingTarget from the settings (nginx), one upstream per tier.
 """
 
@@ -19,40 +20,28 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 
 from clocks import Clock
-from controller.bootstrap.cloud_init import render_user_data
-from controller.bootstrap.container import container_args, container_env
-from controller.bootstrap.render import describe_tier_server, render_bootstrap
+from controller.bootstrap.render import describe_tier_server
 from controller.config import IMPLICIT_PROVIDERS, FleetConfig, TierSpec
 from controller.readiness import ReadinessProbe
 from controller.routing import Endpoint, NginxTarget, RoutingTarget, TierRoute
 from controller.settings import Settings
 from controller.signals.vllm_scraper import VllmScraper
 from domain.instance import Instance
-from providers.base import Bootstrap, Offer
+from providers.base import ProviderCapabilities
+from providers.registry import UnknownProviderType, capabilities_of
 from sizing.errors import SizingError
 from sizing.gpus import UnknownGpu
-from sizing.server import ServerDescription
+from sizing.server import ServerDescription, arg_value
 from sizing.vllm_args import SEQS_PER_TARGET
 
 log = logging.getLogger("scalectl.serving")
 
-BootstrapForm = Literal["container", "cloud-init", "local", "none", "all"]
-# Which bootstrap form each provider type takes (providers/*.py read exactly these fields).
-FORM_BY_TYPE: dict[str, BootstrapForm] = {
-    "runpod": "container",
-    "vastai": "container",
-    "aws": "cloud-init",
-    "lambda": "cloud-init",
-    "spheron": "cloud-init",
-    "local": "local",
-    "simulated": "none",
-}
 PROBE_TIMEOUT = 5.0
 METRICS_TIMEOUT = 2.0
 FleetSource = Callable[[], FleetConfig]
@@ -93,38 +82,9 @@ def describe_server(tier: TierSpec) -> tuple[ServerDescription, str | None]:
         return desc, str(exc)
 
 
-def arg_value(args: Sequence[str], flag: str) -> str | None:
-    """The value of ``flag`` (the last one wins, as with argparse), ``--flag V`` or ``--flag=V``."""
-    found = None
-    for i, token in enumerate(args):
-        if token == flag and i + 1 < len(args):
-            found = args[i + 1]
-        elif token.startswith(flag + "="):
-            found = token.split("=", 1)[1]
-    return found
-
-
 def expected_max_model_len(desc: ServerDescription) -> int | None:
     value = arg_value(desc.args, "--max-model-len")
     return int(value) if value is not None and value.isdigit() else None
-
-
-def bootstrap_in_form(desc: ServerDescription, form: BootstrapForm) -> Bootstrap:
-    """The one form a provider type reads; ``all`` for types we do not know (each adapter picks its own)."""
-    if form == "container":
-        return Bootstrap(image=desc.image, args=container_args(desc), env=container_env(desc), ports=(desc.port,))
-    if form == "cloud-init":
-        return Bootstrap(user_data=render_user_data(desc), ports=(desc.port,))
-    if form == "local":
-        args = ["--model", desc.model]
-        for flag in ("--max-model-len", "--max-num-seqs"):
-            value = arg_value(desc.args, flag)
-            if value is not None:
-                args += [flag, value]
-        return Bootstrap(args=tuple(args), ports=(desc.port,))
-    if form == "none":
-        return Bootstrap()
-    return render_bootstrap(desc)
 
 
 def provider_type(fleet: FleetConfig, name: str) -> str | None:
@@ -132,6 +92,17 @@ def provider_type(fleet: FleetConfig, name: str) -> str | None:
     if entry is not None:
         return entry.type
     return name if name in IMPLICIT_PROVIDERS else None
+
+
+def provider_capabilities(fleet: FleetConfig, name: str) -> ProviderCapabilities | None:
+    """What the named provider's adapter declares; None for a name or type we cannot resolve."""
+    kind = provider_type(fleet, name)
+    if kind is None:
+        return None
+    try:
+        return capabilities_of(kind)
+    except UnknownProviderType:
+        return None
 
 
 def routing_target(settings: Settings) -> RoutingTarget | None:
@@ -172,8 +143,7 @@ class ServingHooks:
         kwargs: dict[str, Any] = {
             "readiness": self.readiness,
             "drain_check": self.drain_check,
-            "bootstrap_for": self.bootstrap_for,
-            "ready_on_running": self._simulated_names(),
+            "server_for": self.server_for,
         }
         if self._router is not None:
             kwargs["route_update"] = self.route_update
@@ -183,7 +153,7 @@ class ServingHooks:
         if self._owns_client:
             await self._client.aclose()
 
-    # -- bootstrap --------------------------------------------------------------------------------
+    # -- the server a launch carries --------------------------------------------------------------
     def server_for(self, name: str, tier: TierSpec) -> ServerDescription:
         fingerprint = tier.model_dump_json()
         cached = self._servers.get(name)
@@ -194,15 +164,11 @@ class ServingHooks:
             cached = self._servers[name] = (fingerprint, desc)
         return cached[1]
 
-    def bootstrap_for(self, name: str, tier: TierSpec, offer: Offer) -> Bootstrap:
-        kind = provider_type(self._fleet(), offer.provider)
-        form: BootstrapForm = FORM_BY_TYPE.get(kind or "", "all")
-        return bootstrap_in_form(self.server_for(name, tier), form)
-
     # -- readiness --------------------------------------------------------------------------------
     async def readiness(self, tier: TierSpec, row: Instance) -> tuple[bool, str]:
-        if self._is_simulated(row.provider):
-            return True, "running (simulated: no server to probe)"
+        capabilities = self._capabilities(row.provider)
+        if capabilities is not None and capabilities.running_means_ready:
+            return True, "running (the provider's running is serving: nothing to probe)"
         if not row.address:
             return False, "the provider has not given an address yet"
         desc = self.server_for(row.tier, tier)
@@ -212,8 +178,9 @@ class ServingHooks:
     # -- drain ------------------------------------------------------------------------------------
     async def drain_check(self, row: Instance) -> float | None:
         """Requests the server still holds (running + waiting); None while unknown or still routed."""
-        if self._is_simulated(row.provider):
-            return 0.0
+        capabilities = self._capabilities(row.provider)
+        if capabilities is not None and not capabilities.launches_server:
+            return 0.0  # no server of ours holds requests there
         if not row.address:
             return None
         if self._router is not None:
@@ -246,13 +213,8 @@ class ServingHooks:
             log.info("tier %s: load balancer now sends to %d instance(s)", name, result.endpoints)
 
     # -- small pieces -----------------------------------------------------------------------------
-    def _is_simulated(self, provider: str) -> bool:
-        return provider_type(self._fleet(), provider) == "simulated"
-
-    def _simulated_names(self) -> tuple[str, ...]:
-        fleet = self._fleet()
-        names = set(fleet.providers) | {p for t in fleet.tiers.values() for p in t.providers}
-        return tuple(sorted(n for n in names if provider_type(fleet, n) == "simulated"))
+    def _capabilities(self, provider: str) -> ProviderCapabilities | None:
+        return provider_capabilities(self._fleet(), provider)
 
 
 def build_hooks(settings: Settings, clock: Clock, fleet: FleetConfig | FleetSource) -> ServingHooks:

@@ -27,7 +27,6 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     cluster: str = Field("sc", pattern=r"^[a-z0-9]{1,12}$", description="Key prefix that marks our instances")
     tick_interval: float = Field(5.0, gt=0, description="Seconds between reconcile ticks")
-    time_scale: float = Field(1.0, ge=1.0, description="Run the simulated world this many times faster")
     http_host: str = "127.0.0.1"
     http_port: int = Field(8089, ge=0, le=65535)
     config_file: Path | None = Field(None, description="tiers.yaml applied at start (else the stored config)")

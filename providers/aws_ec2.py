@@ -13,7 +13,7 @@ import builtins
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
@@ -21,11 +21,24 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from clocks import Clock
 from providers.aws_catalog import INSTANCE_TYPES, instance_types_for, on_demand_price
 from providers.aws_errors import map_client_error
-from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer, ProviderInstance
+from providers.base import (
+    BootstrapForm,
+    Capacity,
+    GpuRequest,
+    InstanceStatus,
+    LaunchSpec,
+    ListFilter,
+    NoticeDelivery,
+    Offer,
+    ProviderCapabilities,
+    ProviderInstance,
+)
 from providers.errors import InstanceNotFound, InvalidRequest, Transient, is_retryable
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import KEY_TAG, TIER_TAG, key_from_name, validate_key
+from serving.bootstrap.cloud_init import CloudConfig
+from sizing.server import ServerDescription
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -105,6 +118,17 @@ class AwsEc2Provider:
     """EC2 on-demand and spot GPU instances, tagged with our key, launched with cloud-init user data."""
 
     list_page_size = 200  # describe_instances page size (MaxResults)
+    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
+        bootstrap=BootstrapForm.CLOUD_INIT,
+        spot=True,
+        interruption_notices=NoticeDelivery.PUSH,  # EventBridge's two-minute warning, posted to our webhook
+        list_filter=ListFilter.NAME_PREFIX,  # a tag:scalectl-key wildcard filter
+        list_page_size=list_page_size,
+    )
+
+    @staticmethod
+    def render_launch(server: ServerDescription) -> CloudConfig:
+        return CloudConfig.of(server)
 
     def __init__(self, config: ProviderConfig, clock: Clock):
         self.name = config.name
@@ -308,7 +332,7 @@ class AwsEc2Provider:
 
     def _run_params(self, spec: LaunchSpec, itype: str) -> dict[str, Any]:
         o = self.options
-        user_data = spec.bootstrap.user_data
+        user_data = self.render_launch(spec.server).user_data() if spec.server is not None else None
         if user_data is not None and len(user_data.encode()) > USER_DATA_LIMIT:
             raise InvalidRequest(
                 f"user data is {len(user_data.encode())} bytes; EC2 accepts at most {USER_DATA_LIMIT}",

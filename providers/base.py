@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
+
+from sizing.server import ServerDescription
 
 
 class Capacity(StrEnum):
@@ -60,28 +62,12 @@ class Offer:
 
 
 @dataclass(frozen=True, slots=True)
-class Bootstrap:
-    """How the machine starts its server. Rendered once from one server description (sizing/bootstrap).
-
-    VM and bare-metal clouds take ``user_data`` (cloud-init); container clouds take ``image`` + ``args``
-    + ``env``; SSH-only clouds run ``ssh_script`` after boot.
-    """
-
-    user_data: str | None = None
-    image: str | None = None
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    ports: tuple[int, ...] = (8000,)
-    ssh_script: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class LaunchSpec:
     key: str  # our idempotency key; the adapter names or tags the instance with it
     tier: str
     offer: Offer
     capacity: Capacity
-    bootstrap: Bootstrap = field(default_factory=Bootstrap)
+    server: ServerDescription | None = None  # what the machine serves; the adapter renders its own form of it
     tags: Mapping[str, str] = field(default_factory=dict)
     bid_per_hour: float | None = None  # for bid-based spot markets (Vast.ai, RunPod interruptible)
 
@@ -103,11 +89,78 @@ class ProviderInstance:
     interruption_notice_at: float | None = None  # set when the provider warned of a preemption
 
 
+class BootstrapForm(StrEnum):
+    """What a provider's machines take at launch to start the server (rendered by serving.bootstrap)."""
+
+    CLOUD_INIT = "cloud-init"  # VMs and bare metal: cloud-init user-data (or the cloud's structured form of it)
+    CONTAINER = "container"  # container clouds: image + args + env + ports
+    SSH_SCRIPT = "ssh-script"  # machines reachable only over SSH: one bash script run after boot
+    STANDIN = "standin"  # local processes: the vLLM stand-in's command-line arguments
+    NONE = "none"  # nothing boots: the provider's "running" is the whole story (simulated)
+
+
+class NoticeDelivery(StrEnum):
+    """How a spot interruption notice reaches us before the machine goes."""
+
+    PUSH = "push"  # the cloud sends an event to our webhook (AWS EventBridge)
+    POLL = "poll"  # get/list carry ``interruption_notice_at``
+    NONE = "none"  # no notice: an interruption is seen only as the instance ending (PREEMPTED)
+
+
+class ListFilter(StrEnum):
+    """Where ``list(key_prefix)`` narrows to our instances."""
+
+    NAME_PREFIX = "name-prefix"  # the provider filters by our key prefix (a tag or name filter)
+    CLIENT = "client"  # the adapter fetches every instance of the account and filters them itself
+
+
+@dataclass(frozen=True, slots=True)
+class LocalState:
+    """State an adapter keeps on the daemon's own machine; the daemon places it under its data dir."""
+
+    option: str  # the adapter option naming the file or directory ("state_path", "state_dir")
+    implicit_name: str  # its name for the implicit provider of this type (a tier naming "simulated", "local")
+    configured_name: str | None = None  # for a configured entry, "{name}" is the entry; None: the adapter's default
+
+    def default_for(self, name: str, *, implicit: bool) -> str | None:
+        """The file or directory name under the data dir, or None to leave the adapter's own default."""
+        if implicit:
+            return self.implicit_name
+        return self.configured_name.format(name=name) if self.configured_name is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderCapabilities:
+    """What an adapter is, declared once on its class; the controller asks this, never the provider's type."""
+
+    bootstrap: BootstrapForm
+    running_means_ready: bool = False  # True: the provider's "running" is serving, no readiness probe needed
+    spot: bool = False  # sells interruptible capacity (spot, interruptible pods, bids)
+    interruption_notices: NoticeDelivery = NoticeDelivery.NONE
+    list_filter: ListFilter = ListFilter.CLIENT
+    list_page_size: int | None = None  # instances we ask per list page; None: the provider decides (or no paging)
+    list_max_pages: int | None = None  # pages one list walks at most; None: no bound
+    local_state: LocalState | None = None  # state kept on the daemon's machine (simulated cloud, local processes)
+
+    @property
+    def launches_server(self) -> bool:
+        """Whether a server of ours runs on the machine (something to probe, scrape and drain)."""
+        return self.bootstrap is not BootstrapForm.NONE
+
+
 @runtime_checkable
 class Provider(Protocol):
-    """Six methods, like Karpenter's CloudProvider. All async; ``create`` returns fast, never waits."""
+    """Six methods, like Karpenter's CloudProvider. All async; ``create`` returns fast, never waits.
+
+    ``capabilities`` is a class-level declaration of what the adapter is. ``render_launch`` (pure) renders a
+    server description in the adapter's declared bootstrap form; ``create`` sends what it renders.
+    """
 
     name: str
+    capabilities: ClassVar[ProviderCapabilities]
+
+    @staticmethod
+    def render_launch(server: ServerDescription) -> object: ...
 
     async def offers(self, want: GpuRequest) -> list[Offer]: ...
 

@@ -14,10 +14,19 @@ from __future__ import annotations
 import builtins
 import re
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from clocks import Clock
-from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer, ProviderInstance
+from providers.base import (
+    BootstrapForm,
+    Capacity,
+    GpuRequest,
+    InstanceStatus,
+    LaunchSpec,
+    Offer,
+    ProviderCapabilities,
+    ProviderInstance,
+)
 from providers.errors import (
     AuthFailed,
     InstanceNotFound,
@@ -30,7 +39,9 @@ from providers.http import ApiClient, ApiKey, HttpFailure, Pacer, RetryPolicy, c
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import key_from_name, validate_key
+from serving.bootstrap.cloud_init import CloudConfig
 from sizing.gpus import UnknownGpu, normalize_gpu
+from sizing.server import ServerDescription
 
 DEFAULT_BASE_URL = "https://cloud.lambdalabs.com/api/v1"
 LAUNCH_PATH = "/instance-operations/launch"
@@ -130,6 +141,13 @@ def _error_fields(body: Any) -> tuple[str, str]:
 class LambdaProvider:
     """Lambda Cloud on-demand instances."""
 
+    # GET /instances answers with every instance of the account at once; no spot, no interruptions.
+    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(bootstrap=BootstrapForm.CLOUD_INIT)
+
+    @staticmethod
+    def render_launch(server: ServerDescription) -> CloudConfig:
+        return CloudConfig.of(server)
+
     def __init__(self, config: ProviderConfig, clock: Clock):
         self.name = config.name
         self.clock = clock
@@ -222,9 +240,9 @@ class LambdaProvider:
             )
         if len(spec.key) > MAX_NAME:
             raise InvalidRequest(f"instance name {spec.key!r} is longer than {MAX_NAME}", provider=self.name)
-        user_data = spec.bootstrap.user_data
+        user_data = self.render_launch(spec.server).user_data() if spec.server is not None else None
         if user_data and len(user_data.encode()) > MAX_USER_DATA:
-            raise InvalidRequest("bootstrap.user_data exceeds Lambda's 1 MB limit", provider=self.name)
+            raise InvalidRequest("the rendered cloud-init user data exceeds Lambda's 1 MB limit", provider=self.name)
         body: dict[str, Any] = {
             "region_name": offer.region,
             "instance_type_name": offer.offer_id,

@@ -22,13 +22,25 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from clocks import Clock
-from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer, ProviderInstance
+from providers.base import (
+    BootstrapForm,
+    Capacity,
+    GpuRequest,
+    InstanceStatus,
+    LaunchSpec,
+    LocalState,
+    Offer,
+    ProviderCapabilities,
+    ProviderInstance,
+)
 from providers.errors import InstanceNotFound, InvalidRequest, Transient
 from providers.registry import ProviderConfig
+from serving.bootstrap.standin import standin_args
 from sizing.gpus import GPUS, UnknownGpu, normalize_gpu
+from sizing.server import ServerDescription
 
 DEFAULT_STATE_DIR = "~/.local/state/scalectl/local-provider"
 HOST = "127.0.0.1"
@@ -81,6 +93,20 @@ def _spawn(argv: list[str], log_path: Path, cwd: str | None) -> subprocess.Popen
 
 
 class LocalProvider:
+    # A process is "running" before its server answers: readiness is probed. Spot offers exist for tests
+    # of the spot path; nothing ever interrupts them. list() reads every state file and keeps ours.
+    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
+        bootstrap=BootstrapForm.STANDIN,
+        spot=True,
+        # The implicit provider keeps its instances' state files in the daemon's data dir; a configured
+        # entry uses options.state_dir, else DEFAULT_STATE_DIR.
+        local_state=LocalState("state_dir", "local-instances"),
+    )
+
+    @staticmethod
+    def render_launch(server: ServerDescription) -> tuple[str, ...]:
+        return standin_args(server)
+
     def __init__(self, config: ProviderConfig, clock: Clock):
         opts = dict(config.options)
         self.name = config.name
@@ -120,7 +146,7 @@ class LocalProvider:
         existing = self._read(provider_id)
         if existing is not None and self._alive(existing):
             return await self._describe(existing)
-        args = spec.bootstrap.args
+        args = self.render_launch(spec.server) if spec.server is not None else ()
         model = _arg(args, "--model") or spec.tags.get("model") or "stand-in"
         max_len = _arg(args, "--max-model-len") or str(self._default_len)
         seqs = _arg(args, "--max-num-seqs") or (str(self._default_seqs) if self._default_seqs else None)

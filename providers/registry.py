@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clocks import Clock
-from providers.base import Provider
+from providers.base import Provider, ProviderCapabilities
 
 # type name -> "module:Class". The class takes (config: ProviderConfig, clock: Clock).
 ADAPTERS: dict[str, str] = {
@@ -38,12 +38,24 @@ class UnknownProviderType(ValueError):
     pass
 
 
-def build_provider(config: ProviderConfig, clock: Clock) -> Provider:
-    target = ADAPTERS.get(config.type)
+def adapter_class(type_name: str, *, provider: str | None = None) -> type[Provider]:
+    """The adapter class registered for ``type_name`` (imported on first use)."""
+    target = ADAPTERS.get(type_name)
     if target is None:
         known = ", ".join(sorted(ADAPTERS))
-        raise UnknownProviderType(f"provider {config.name!r}: unknown type {config.type!r}; known: {known}")
+        named = f"provider {provider!r}: " if provider else ""
+        raise UnknownProviderType(f"{named}unknown type {type_name!r}; known: {known}")
     module_name, _, class_name = target.partition(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
+    cls: type[Provider] = getattr(importlib.import_module(module_name), class_name)
+    return cls
+
+
+def capabilities_of(type_name: str) -> ProviderCapabilities:
+    """What an adapter type declares, without building one (no credentials needed)."""
+    return adapter_class(type_name).capabilities
+
+
+def build_provider(config: ProviderConfig, clock: Clock) -> Provider:
+    cls: Any = adapter_class(config.type, provider=config.name)
     provider: Provider = cls(config, clock)
     return provider

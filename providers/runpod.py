@@ -21,10 +21,19 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from clocks import Clock
-from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer, ProviderInstance
+from providers.base import (
+    BootstrapForm,
+    Capacity,
+    GpuRequest,
+    InstanceStatus,
+    LaunchSpec,
+    Offer,
+    ProviderCapabilities,
+    ProviderInstance,
+)
 from providers.errors import (
     AuthFailed,
     InstanceNotFound,
@@ -39,7 +48,9 @@ from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import validate_key
+from serving.bootstrap.container import ContainerLaunch, container_launch
 from sizing.gpus import UnknownGpu, normalize_gpu
+from sizing.server import ServerDescription
 
 DEFAULT_BASE_URL = "https://api.runpod.io"
 PODS = "/v2/pods"
@@ -108,7 +119,7 @@ mutation ScalectlRentInterruptable($input: PodRentInterruptableInput!) {
 @dataclass(frozen=True)
 class RunPodOptions:
     cloud: str = "SECURE"  # SECURE, COMMUNITY or ALL
-    default_image: str | None = None  # run when a launch's bootstrap names no image
+    default_image: str | None = None  # run when a launch carries no server description
     container_disk_gb: int = 80
     port_protocol: str = "tcp"  # tcp: direct public ip:port; http: RunPod's HTTPS proxy
     timeout: float = 30.0
@@ -133,6 +144,13 @@ class RunPodOptions:
 
 class RunPodProvider:
     """The Provider protocol over RunPod's REST v2 and GraphQL APIs."""
+
+    # GET /v2/pods answers with every pod of the account at once; interruptible pods end without notice.
+    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(bootstrap=BootstrapForm.CONTAINER, spot=True)
+
+    @staticmethod
+    def render_launch(server: ServerDescription) -> ContainerLaunch:
+        return container_launch(server)
 
     def __init__(self, config: ProviderConfig, clock: Clock) -> None:
         self.name = config.name
@@ -190,7 +208,8 @@ class RunPodProvider:
             gpu_id = GPU_IDS[normalize_gpu(offer.gpu)]
         except (UnknownGpu, KeyError):
             raise InvalidRequest(f"RunPod has no GPU type for {offer.gpu!r}", provider=self.name) from None
-        image = _image(spec.bootstrap, self.options.default_image, self.name)
+        boot = self.render_launch(spec.server) if spec.server is not None else ContainerLaunch()
+        image = _image(boot, self.options.default_image, self.name)
         if spec.capacity is Capacity.SPOT:
             bid = spec.bid_per_hour if spec.bid_per_hour is not None else offer.spot_per_hour
             if bid is None or bid <= 0:
@@ -199,11 +218,12 @@ class RunPodProvider:
                 )
 
             async def launch() -> Any:
-                return await self._rent_interruptable(spec, gpu_id, image, bid)
+                return await self._rent_interruptable(spec, boot, gpu_id, image, bid)
         else:
 
             async def launch() -> Any:
-                return await self._http.request("POST", PODS, json=self._pod_body(spec, gpu_id, image), retry=False)
+                body = self._pod_body(spec, boot, gpu_id, image)
+                return await self._http.request("POST", PODS, json=body, retry=False)
 
         async def find_or_launch() -> ProviderInstance:
             # Looked up again before every attempt: a create that timed out may have landed. The lookup is a
@@ -244,7 +264,9 @@ class RunPodProvider:
                 return view
         return None
 
-    async def _rent_interruptable(self, spec: LaunchSpec, gpu_id: str, image: str, bid: float) -> Any:
+    async def _rent_interruptable(
+        self, spec: LaunchSpec, boot: ContainerLaunch, gpu_id: str, image: str, bid: float
+    ) -> Any:
         count = spec.offer.gpu_count
         pod_input: dict[str, Any] = {
             "name": spec.key,
@@ -255,9 +277,9 @@ class RunPodProvider:
             "cloudType": self.options.cloud,
             "containerDiskInGb": self.options.container_disk_gb,
             "volumeInGb": 0,
-            "dockerArgs": shlex.join(spec.bootstrap.args),
-            "ports": ",".join(self._ports(spec.bootstrap)),
-            "env": [{"key": k, "value": v} for k, v in self._env_for(spec).items()],
+            "dockerArgs": shlex.join(boot.args),
+            "ports": ",".join(self._ports(boot)),
+            "env": [{"key": k, "value": v} for k, v in self._env_for(spec, boot).items()],
         }
         if self.options.port_protocol == "tcp":
             pod_input["supportPublicIp"] = True
@@ -267,31 +289,31 @@ class RunPodProvider:
         pod = data.get("podRentInterruptable")
         if not isinstance(pod, Mapping) or not pod.get("id"):
             raise InsufficientCapacity("podRentInterruptable returned no pod", provider=self.name)
-        return {**pod, "env": self._env_for(spec), "name": pod.get("name") or spec.key}
+        return {**pod, "env": self._env_for(spec, boot), "name": pod.get("name") or spec.key}
 
-    def _pod_body(self, spec: LaunchSpec, gpu_id: str, image: str) -> dict[str, Any]:
+    def _pod_body(self, spec: LaunchSpec, boot: ContainerLaunch, gpu_id: str, image: str) -> dict[str, Any]:
         body: dict[str, Any] = {
             "name": spec.key,
             "image": image,
-            "env": self._env_for(spec),
-            "ports": self._ports(spec.bootstrap),
+            "env": self._env_for(spec, boot),
+            "ports": self._ports(boot),
             "disk": self.options.container_disk_gb,
             "gpu": {"id": gpu_id, "count": spec.offer.gpu_count},
             "cloud": self.options.cloud,
         }
-        if spec.bootstrap.args:
-            body["args"] = shlex.join(spec.bootstrap.args)
+        if boot.args:
+            body["args"] = shlex.join(boot.args)
         if spec.offer.region != ANYWHERE:
             body["dataCenterIds"] = [spec.offer.region]
         return body
 
-    def _env_for(self, spec: LaunchSpec) -> dict[str, str]:
-        env = dict(spec.bootstrap.env)
+    def _env_for(self, spec: LaunchSpec, boot: ContainerLaunch) -> dict[str, str]:
+        env = dict(boot.env)
         env.update({KEY_ENV: spec.key, CAPACITY_ENV: spec.capacity.value, TIER_ENV: spec.tier})
         return env
 
-    def _ports(self, bootstrap: Bootstrap) -> builtins.list[str]:
-        return [f"{port}/{self.options.port_protocol}" for port in bootstrap.ports]
+    def _ports(self, boot: ContainerLaunch) -> builtins.list[str]:
+        return [f"{port}/{self.options.port_protocol}" for port in boot.ports]
 
     async def _graphql(self, query: str, variables: Mapping[str, Any], *, retry: bool = True) -> dict[str, Any]:
         async def once() -> dict[str, Any]:
@@ -442,19 +464,14 @@ class RunPodProvider:
 
 
 # ---- small pure helpers --------------------------------------------------------------------------
-def _image(bootstrap: Bootstrap, default: str | None, provider: str) -> str:
-    if bootstrap.image:
-        return bootstrap.image
-    if bootstrap.user_data:
-        raise InvalidRequest(
-            "RunPod runs containers and takes no cloud-init: bootstrap.user_data cannot be applied. "
-            "Give bootstrap.image (plus args/env/ports) for RunPod tiers.",
-            provider=provider,
-        )
+def _image(boot: ContainerLaunch, default: str | None, provider: str) -> str:
+    if boot.image:
+        return boot.image
     if default:
         return default
     raise InvalidRequest(
-        "RunPod needs a container image: give bootstrap.image, or options.default_image in the provider block",
+        "RunPod needs a container image: launch a server description (the tier's serving.image), "
+        "or set options.default_image in the provider block",
         provider=provider,
     )
 

@@ -18,14 +18,27 @@ import tempfile
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from clocks import Clock
-from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer, ProviderInstance
+from providers.base import (
+    BootstrapForm,
+    Capacity,
+    GpuRequest,
+    InstanceStatus,
+    LaunchSpec,
+    ListFilter,
+    LocalState,
+    NoticeDelivery,
+    Offer,
+    ProviderCapabilities,
+    ProviderInstance,
+)
 from providers.errors import InstanceNotFound, InsufficientCapacity, InvalidRequest, ProviderError
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from sizing.gpus import GPUS, UnknownGpu, normalize_gpu
+from sizing.server import ServerDescription
 
 DEFAULT_REGIONS = ("sim-east", "sim-west")
 _STATUS = {s.value: s for s in InstanceStatus if s is not InstanceStatus.UNKNOWN}
@@ -77,6 +90,21 @@ class SimOptions:
 
 class SimulatedCloud:
     """A provider that behaves like a GPU cloud, driven by the injected clock."""
+
+    # Nothing boots: a simulated machine serves once it is running. Notices show on get/list.
+    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
+        bootstrap=BootstrapForm.NONE,
+        running_means_ready=True,
+        spot=True,
+        interruption_notices=NoticeDelivery.POLL,
+        list_filter=ListFilter.NAME_PREFIX,
+        # A simulated cloud outlives the daemon, like a real one: its state file lives in the data dir.
+        local_state=LocalState("state_path", "simulated-cloud.json", "simulated-cloud-{name}.json"),
+    )
+
+    @staticmethod
+    def render_launch(server: ServerDescription) -> None:
+        return None  # no server to start
 
     def __init__(self, config: ProviderConfig | None = None, clock: Clock | None = None, **overrides: Any):
         if clock is None:

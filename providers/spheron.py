@@ -16,14 +16,22 @@ from __future__ import annotations
 import builtins
 import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any
-
-import yaml
+from typing import Any, ClassVar
 
 from clocks import Clock
-from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer, ProviderInstance
+from providers.base import (
+    BootstrapForm,
+    Capacity,
+    GpuRequest,
+    InstanceStatus,
+    LaunchSpec,
+    Offer,
+    ProviderCapabilities,
+    ProviderInstance,
+)
 from providers.errors import (
     DeleteDeferred,
     InstanceNotFound,
@@ -36,7 +44,9 @@ from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import key_from_name, validate_key
+from serving.bootstrap.cloud_init import CloudConfig
 from sizing.gpus import UnknownGpu, normalize_gpu
+from sizing.server import ServerDescription
 
 DEFAULT_BASE_URL = "https://app.spheron.ai"
 
@@ -133,35 +143,21 @@ def canonical_gpu(group: dict[str, Any], offer: dict[str, Any]) -> str | None:
     return None
 
 
-def cloud_init_payload(bootstrap: Bootstrap, *, provider: str) -> dict[str, Any] | None:
-    """Spheron's structured ``cloudInit`` (packages, writeFiles, runcmd) from our cloud-init user-data.
+SPHERON_CLOUD_INIT_KEYS = {"packages", "write_files", "runcmd", "bootcmd"}
 
-    A shell script is written to a file and run; a ``#cloud-config`` document is translated key by
-    key, and keys Spheron does not take are refused rather than silently dropped. ``bootcmd`` (every
-    boot, in cloud-init) becomes the first ``runcmd`` entries: Spheron runs them on the first boot only.
+
+def cloud_init_payload(config: CloudConfig, *, provider: str) -> dict[str, Any]:
+    """Spheron's structured ``cloudInit`` (packages, writeFiles, runcmd) from our cloud-config document.
+
+    Translated key by key from the document itself (never from rendered YAML); keys Spheron does not take
+    are refused rather than silently dropped. ``bootcmd`` (every boot, in cloud-init) becomes the first
+    ``runcmd`` entries: Spheron runs them on the first boot only.
     """
-    user_data = bootstrap.user_data
-    if not user_data:
-        return None
-    if user_data.startswith("#!"):
-        path = "/opt/scalectl/bootstrap.sh"
-        return {
-            "writeFiles": [{"path": path, "content": user_data, "permissions": "0755"}],
-            "runcmd": [path],
-        }
-    if not user_data.startswith("#cloud-config"):
-        raise InvalidRequest("bootstrap.user_data must start with '#!' or '#cloud-config'", provider=provider)
-    try:
-        doc = yaml.safe_load(user_data) or {}
-    except yaml.YAMLError as exc:
-        raise InvalidRequest(f"bootstrap.user_data is not valid YAML: {exc}", provider=provider) from None
-    if not isinstance(doc, dict):
-        raise InvalidRequest("bootstrap.user_data: #cloud-config must be a mapping", provider=provider)
-    unsupported = set(doc) - {"packages", "write_files", "runcmd", "bootcmd"}
+    doc: Mapping[str, Any] = config.doc
+    unsupported = set(doc) - SPHERON_CLOUD_INIT_KEYS
     if unsupported:
         raise InvalidRequest(
-            f"bootstrap.user_data: Spheron's cloudInit takes packages, write_files and runcmd; "
-            f"not {sorted(unsupported)}",
+            f"cloud-config: Spheron's cloudInit takes packages, write_files and runcmd; not {sorted(unsupported)}",
             provider=provider,
         )
     payload: dict[str, Any] = {}
@@ -211,6 +207,18 @@ def _parse_time(value: Any) -> float | None:
 
 class SpheronProvider:
     """Spheron deployments as GPU instances."""
+
+    # Deployments are listed page by page (the server's page size) and filtered here; a spot deployment
+    # taken back shows up only as "terminated-provider".
+    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
+        bootstrap=BootstrapForm.CLOUD_INIT,  # structured cloudInit, translated from the cloud-config document
+        spot=True,
+        list_max_pages=40,  # SpheronOptions.max_pages' default
+    )
+
+    @staticmethod
+    def render_launch(server: ServerDescription) -> CloudConfig:
+        return CloudConfig.of(server)
 
     def __init__(self, config: ProviderConfig, clock: Clock):
         self.name = config.name
@@ -278,7 +286,9 @@ class SpheronProvider:
                 "the Spheron dashboard",
                 provider=self.name,
             )
-        cloud_init = cloud_init_payload(spec.bootstrap, provider=self.name)
+        cloud_init = (
+            cloud_init_payload(self.render_launch(spec.server), provider=self.name) if spec.server is not None else None
+        )
         # Lookup-then-create is the retried unit: after a timeout the deployment may exist already.
         return await self.api.retrying(lambda: self._create_once(spec, ref, cloud_init))
 

@@ -20,10 +20,19 @@ import builtins
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from clocks import Clock
-from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer, ProviderInstance
+from providers.base import (
+    BootstrapForm,
+    Capacity,
+    GpuRequest,
+    InstanceStatus,
+    LaunchSpec,
+    Offer,
+    ProviderCapabilities,
+    ProviderInstance,
+)
 from providers.errors import (
     InstanceNotFound,
     InsufficientCapacity,
@@ -36,7 +45,9 @@ from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import validate_key
+from serving.bootstrap.container import ContainerLaunch, container_launch
 from sizing.gpus import UnknownGpu, normalize_gpu
+from sizing.server import ServerDescription
 
 DEFAULT_BASE_URL = "https://console.vast.ai"
 SEARCH = "/api/v0/bundles/"
@@ -97,7 +108,7 @@ _QUOTA = ("insufficient_credit", "credit", "balance", "quota")
 
 @dataclass(frozen=True)
 class VastOptions:
-    default_image: str | None = None  # run when a launch's bootstrap names no image
+    default_image: str | None = None  # run when a launch carries no server description
     disk_gb: int = 80
     min_reliability: float = 0.95
     verified_only: bool = True
@@ -123,6 +134,15 @@ class VastOptions:
 
 class VastAIProvider:
     """The Provider protocol over Vast.ai's REST API."""
+
+    # The instance list is paged and filtered here (labels are not searchable); an outbid rental stops unwarned.
+    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
+        bootstrap=BootstrapForm.CONTAINER, spot=True, list_page_size=PAGE_SIZE, list_max_pages=MAX_PAGES
+    )
+
+    @staticmethod
+    def render_launch(server: ServerDescription) -> ContainerLaunch:
+        return container_launch(server)
 
     def __init__(self, config: ProviderConfig, clock: Clock) -> None:
         self.name = config.name
@@ -285,7 +305,7 @@ class VastAIProvider:
         return query
 
     def _rent_body(self, spec: LaunchSpec) -> dict[str, Any]:
-        bootstrap = spec.bootstrap
+        bootstrap = self.render_launch(spec.server) if spec.server is not None else ContainerLaunch()
         env: dict[str, str] = dict(bootstrap.env)
         env.update({KEY_ENV: spec.key, CAPACITY_ENV: spec.capacity.value, TIER_ENV: spec.tier})
         for port in bootstrap.ports:
@@ -413,19 +433,14 @@ def _address(row: Mapping[str, Any], env: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _image(bootstrap: Bootstrap, default: str | None, provider: str) -> str:
+def _image(bootstrap: ContainerLaunch, default: str | None, provider: str) -> str:
     if bootstrap.image:
         return bootstrap.image
-    if bootstrap.user_data:
-        raise InvalidRequest(
-            "Vast.ai runs containers and takes no cloud-init: bootstrap.user_data cannot be applied. "
-            "Give bootstrap.image (plus args/env/ports) for Vast.ai tiers.",
-            provider=provider,
-        )
     if default:
         return default
     raise InvalidRequest(
-        "Vast.ai needs a container image: give bootstrap.image, or options.default_image in the provider block",
+        "Vast.ai needs a container image: launch a server description (the tier's serving.image), "
+        "or set options.default_image in the provider block",
         provider=provider,
     )
 

@@ -180,7 +180,6 @@ class _Run:
             self.clouds,
             FleetSignals(self.fleet, self.clock),
             self.clock,
-            ready_on_running=tuple(self.clouds),
             drain_check=self._drain_check,
         )
         self.members: dict[str, tuple[frozenset[str], frozenset[str]]] = {n: (frozenset(), frozenset()) for n in models}

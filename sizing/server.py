@@ -8,7 +8,7 @@ secret store, an env file uploaded over SSH with mode 0600), never in user-data,
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 DEFAULT_CACHE_DIR = "/var/cache/scalectl/models"
@@ -19,6 +19,17 @@ SECRET_REF = re.compile(r"^\$\{secret:([A-Za-z_][A-Za-z0-9_]*)\}$")
 def secret_ref(name: str) -> str:
     """The placeholder a container env carries for a secret: ``${secret:HF_TOKEN}``."""
     return "${secret:" + name + "}"
+
+
+def arg_value(args: Sequence[str], flag: str) -> str | None:
+    """The value of ``flag`` (the last one wins, as with argparse), ``--flag V`` or ``--flag=V``."""
+    found = None
+    for i, token in enumerate(args):
+        if token == flag and i + 1 < len(args):
+            found = args[i + 1]
+        elif token.startswith(flag + "="):
+            found = token.split("=", 1)[1]
+    return found
 
 
 def resolve_secret_refs(env: Mapping[str, str], lookup: Mapping[str, str]) -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""Bootstrap rendering: one server description to cloud-init, container args, or an SSH script."""
+"""From a tier to the description of the server its machines run (rendering lives in serving.bootstrap)."""
 
-from controller.bootstrap.render import describe_tier_server, render_bootstrap
+from controller.bootstrap.render import describe_tier_server
 
-__all__ = ["describe_tier_server", "render_bootstrap"]
+__all__ = ["describe_tier_server"]

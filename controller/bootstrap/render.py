@@ -1,12 +1,8 @@
-"""From a tier to its server description, and from the description to every bootstrap form at once."""
+"""From a tier to its server description; each provider adapter renders the description in its own form."""
 
 from __future__ import annotations
 
-from controller.bootstrap.cloud_init import render_user_data
-from controller.bootstrap.container import container_args, container_env
-from controller.bootstrap.ssh_script import render_ssh_script
 from controller.config import TierSpec
-from providers.base import Bootstrap
 from sizing.server import ServerDescription
 from sizing.vllm_args import tune_vllm_args
 
@@ -26,16 +22,4 @@ def describe_tier_server(tier: TierSpec) -> ServerDescription:
         secret_env=(serving.hf_token_env,) if serving.hf_token_env else (),
         cache_dir=serving.model_cache_dir,
         stop_timeout=int(tier.drain_timeout) + STOP_MARGIN,
-    )
-
-
-def render_bootstrap(desc: ServerDescription) -> Bootstrap:
-    """All three forms from one description; the adapter uses the one its cloud takes."""
-    return Bootstrap(
-        user_data=render_user_data(desc),
-        image=desc.image,
-        args=container_args(desc),
-        env=container_env(desc),
-        ports=(desc.port,),
-        ssh_script=render_ssh_script(desc),
     )

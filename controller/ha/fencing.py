@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
@@ -63,3 +63,9 @@ class FencedProvider:
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def fenced(provider: Provider, elector: LeaderElector) -> Provider:
+    """The provider behind the fence. Capabilities and ``render_launch`` are the inner adapter's (passed
+    through), which the Provider protocol declares on the class: hence the cast."""
+    return cast(Provider, FencedProvider(provider, elector))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from controller.config import TierSpec
 from controller.reconciler.backoffs import Backoffs
@@ -21,8 +20,9 @@ from domain.instance import Instance, InstanceState
 from providers.base import Capacity, LaunchSpec, Offer, Provider, ProviderInstance
 from providers.errors import AuthFailed, InsufficientCapacity, ProviderError, QuotaExceeded, RateLimited
 from providers.tagging import TIER_TAG
+from sizing.server import ServerDescription
 
-BootstrapFor = Callable[[str, TierSpec, Offer], Any]  # returns providers.base.Bootstrap
+ServerFor = Callable[[str, TierSpec], ServerDescription]  # what a tier's launches carry
 MAX_PLACEMENT_ROUNDS = 3  # failover attempts within one tick after no-capacity answers
 S = InstanceState
 
@@ -42,7 +42,7 @@ class CreatePhase:
         offers: TierOffers,
         recorder: Recorder,
         key_prefix: str,
-        bootstrap_for: BootstrapFor | None,
+        server_for: ServerFor | None,
     ):
         self.providers = providers
         self.calls = calls
@@ -50,7 +50,7 @@ class CreatePhase:
         self.offers = offers
         self.recorder = recorder
         self.key_prefix = key_prefix
-        self.bootstrap_for = bootstrap_for
+        self.server_for = server_for
 
     def intent(self, tick: Tick, create: Create) -> PendingCreate:
         """The instance a planned create will be, added to the unit of work (stored at its next commit)."""
@@ -95,9 +95,8 @@ class CreatePhase:
 
     def launch_spec(self, key: str, name: str, tier: TierSpec, offer: Offer, capacity: Capacity) -> LaunchSpec:
         """What a create asks for; built the same way for a first try and for a retry with the same key."""
-        bootstrap = self.bootstrap_for(name, tier, offer) if self.bootstrap_for else None
-        extra = {"bootstrap": bootstrap} if bootstrap is not None else {}
-        return LaunchSpec(key=key, tier=name, offer=offer, capacity=capacity, tags={TIER_TAG: name}, **extra)
+        server = self.server_for(name, tier) if self.server_for else None
+        return LaunchSpec(key=key, tier=name, offer=offer, capacity=capacity, tags={TIER_TAG: name}, server=server)
 
     async def run(self, tick: Tick, creates: list[PendingCreate]) -> None:
         """Create what was planned (its intents are committed); on no-capacity or a refusing account,

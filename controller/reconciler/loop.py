@@ -9,13 +9,13 @@ our key prefix that no row knows is an orphan and is deleted.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from clocks import Clock
 from controller.config import TierSpec
 from controller.reconciler.backoffs import Backoffs
 from controller.reconciler.calls import Calls
-from controller.reconciler.create import BootstrapFor, CreatePhase, PendingCreate
+from controller.reconciler.create import CreatePhase, PendingCreate, ServerFor
 from controller.reconciler.decide import PolicyRunner
 from controller.reconciler.decision import DecidePhase
 from controller.reconciler.garbage import collect_garbage
@@ -47,9 +47,8 @@ class Reconciler:
         key_prefix: str = "sc-",
         policy: PolicyRunner | None = None,
         readiness: ReadinessCheck | None = None,
-        ready_on_running: Sequence[str] = ("simulated",),
         drain_check: DrainCheck | None = None,
-        bootstrap_for: BootstrapFor | None = None,
+        server_for: ServerFor | None = None,
         route_update: RouteUpdate | None = None,
         max_concurrent_calls: int = 32,
         offers_ttl: float = OFFERS_TTL,
@@ -61,10 +60,10 @@ class Reconciler:
         self.backoffs = Backoffs(offer_unavailable_for)
         self.offers = TierOffers(self.providers, calls, clock, offers_ttl)
         self.recorder = Recorder(signals)
-        self.sync = SyncPhase(self.providers, calls, self.backoffs, key_prefix, ready_on_running, readiness)
+        self.sync = SyncPhase(self.providers, calls, self.backoffs, key_prefix, readiness)
         self.decide = DecidePhase(store, policy or PolicyRunner(), signals, clock)
         self.creates = CreatePhase(
-            self.providers, calls, self.backoffs, self.offers, self.recorder, key_prefix, bootstrap_for
+            self.providers, calls, self.backoffs, self.offers, self.recorder, key_prefix, server_for
         )
         self.retire = RetirePhase(self.providers, calls, drain_check)
         self.routes = Routes(route_update)
@@ -132,12 +131,12 @@ class Reconciler:
 
     # ---- hooks the serving path (and tests) may set after construction ---------------------------
     @property
-    def bootstrap_for(self) -> BootstrapFor | None:
-        return self.creates.bootstrap_for
+    def server_for(self) -> ServerFor | None:
+        return self.creates.server_for
 
-    @bootstrap_for.setter
-    def bootstrap_for(self, hook: BootstrapFor | None) -> None:
-        self.creates.bootstrap_for = hook
+    @server_for.setter
+    def server_for(self, hook: ServerFor | None) -> None:
+        self.creates.server_for = hook
 
     @property
     def drain_check(self) -> DrainCheck | None:

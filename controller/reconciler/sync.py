@@ -4,7 +4,7 @@ by a webhook, and probes bootstrapping servers for readiness. Returns the listin
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from controller.config import TierSpec
 from controller.reconciler import lifecycle
@@ -27,14 +27,12 @@ class SyncPhase:
         calls: Calls,
         backoffs: Backoffs,
         key_prefix: str,
-        ready_on_running: Collection[str],
         readiness: ReadinessCheck | None,
     ):
         self.providers = providers
         self.calls = calls
         self.backoffs = backoffs
         self.key_prefix = key_prefix
-        self.ready_on_running = set(ready_on_running)
         self.readiness = readiness
 
     async def run(self, tick: Tick, instances: list[Instance]) -> Listings:
@@ -100,9 +98,9 @@ class SyncPhase:
         ):
             tick.record(inst.start_draining(now, "interruption notice (webhook)", interrupted=True))
             return
-        change = lifecycle.observe(
-            inst, found, gone, tier, now, ready_on_running=inst.provider in self.ready_on_running
-        )
+        provider = self.providers.get(inst.provider)
+        ready = provider is not None and provider.capabilities.running_means_ready
+        change = lifecycle.observe(inst, found, gone, tier, now, ready_on_running=ready)
         if change is not None:
             self._apply(tick, inst, change)
 

@@ -21,6 +21,15 @@ from providers.errors import (
     RateLimited,
     Transient,
 )
+from sizing.server import ServerDescription
+
+# What the controller launches: a server description, rendered by each adapter in its own bootstrap form.
+SERVER = ServerDescription(
+    model="meta-llama/Llama-3.1-8B-Instruct",
+    args=("--max-model-len", "8192", "--max-num-seqs", "64"),
+    image="vllm/vllm-openai:v0.17.1",
+    secret_env=("HF_TOKEN",),
+)
 
 
 class Fault(Enum):
@@ -73,6 +82,23 @@ class ProviderContract:
     async def _create(self, h: ContractHarness, key: str) -> ProviderInstance:
         offer = await self._offer(h)
         return await h.provider.create(LaunchSpec(key=key, tier="contract", offer=offer, capacity=h.capacity))
+
+    async def test_a_launch_with_a_server_description_is_rendered_and_accepted(self, harness: ContractHarness) -> None:
+        offer = await self._offer(harness)
+        key = f"{harness.key_prefix}server-1"
+        spec = LaunchSpec(key=key, tier="contract", offer=offer, capacity=harness.capacity, server=SERVER)
+        created = await harness.provider.create(spec)  # the backend validates the rendered form it receives
+        assert created.key == key
+        assert (await harness.provider.get(created.provider_id)).key == key
+
+    async def test_declared_capabilities_match_what_is_offered(self, harness: ContractHarness) -> None:
+        caps = harness.provider.capabilities
+        offers = await harness.provider.offers(GpuRequest(gpu=harness.gpu))
+        assert offers
+        if not caps.spot:
+            assert all(o.spot_per_hour is None for o in offers), "spot prices from a provider declaring no spot"
+        if harness.capacity is Capacity.SPOT:
+            assert caps.spot
 
     async def test_offers_are_typed_and_priced(self, harness: ContractHarness) -> None:
         offers = await harness.provider.offers(GpuRequest(gpu=harness.gpu, capacity=harness.capacity))

@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from clocks import FakeClock
-from providers.base import Bootstrap, Capacity, GpuRequest, LaunchSpec, ProviderInstance
+from providers.base import Capacity, GpuRequest, LaunchSpec, ProviderInstance
 from providers.registry import ProviderConfig
 from providers.runpod import RunPodProvider
+from sizing.server import ServerDescription
 from tests.contract.suite import ContractHarness, Fault, ProviderContract
 from tests.fakes import Fault as ServerFault
 from tests.fakes.runpod_server import RunPodFake, serve_runpod
@@ -58,11 +59,11 @@ class RunPodHarness(ContractHarness):
 
     async def launch(self, key: str) -> ProviderInstance:
         offers = await self.provider.offers(GpuRequest(gpu=self.gpu, capacity=self.capacity))
-        spec = LaunchSpec(key=key, tier="t", offer=offers[0], capacity=self.capacity, bootstrap=BOOTSTRAP)
+        spec = LaunchSpec(key=key, tier="t", offer=offers[0], capacity=self.capacity, server=SERVER)
         return await self.provider.create(spec)
 
 
-BOOTSTRAP = Bootstrap(image="vllm/vllm-openai:v0.8.5", args=("--model", "m"), env={"HF_HOME": "/cache"})
+SERVER = ServerDescription(model="m", args=(), image="vllm/vllm-openai:v0.8.5", cache_dir="/cache")
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,11 @@ import pytest
 
 from clocks import FakeClock
 from controller.readiness import ReadinessProbe
-from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Provider
+from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Provider
 from providers.errors import InstanceNotFound
 from providers.registry import ProviderConfig, build_provider
 from sizing.gpus import GPUS
+from sizing.server import ServerDescription
 
 pytestmark = pytest.mark.e2e
 PLACEHOLDER = Path(__file__).with_name("placeholder_standin.py")
@@ -50,7 +51,7 @@ async def _launch(provider: Provider, key: str, model: str = "m/test", max_len: 
         tier="chat",
         offer=offer,
         capacity=Capacity.ON_DEMAND,
-        bootstrap=Bootstrap(args=("--model", model, "--max-model-len", max_len, "--max-num-seqs", "8")),
+        server=ServerDescription(model=model, args=("--max-model-len", max_len, "--max-num-seqs", "8")),
     )
 
 

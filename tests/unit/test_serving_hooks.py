@@ -1,5 +1,6 @@
-"""build_hooks: bootstrap rendering per provider type, readiness and drain checks against an in-process
-vLLM stand-in on 127.0.0.1, routing through a recording target, and the settings that configure it."""
+"""build_hooks: the server each launch carries and its rendering by each provider type's adapter,
+readiness and drain checks against an in-process vLLM stand-in on 127.0.0.1, routing through a recording
+target, and the settings that configure it."""
 
 from __future__ import annotations
 
@@ -7,18 +8,21 @@ import asyncio
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import yaml
 
 from clocks import FakeClock
-from controller.config import FleetConfig, parse_config
+from controller.config import FleetConfig, TierSpec, parse_config
 from controller.routing import Endpoint, NginxTarget, RoutingResult, TierRoute
-from controller.serving_hooks import ServingHooks, arg_value, build_hooks
+from controller.serving_hooks import ServingHooks, arg_value, build_hooks, provider_capabilities, provider_type
 from controller.settings import Settings
 from controller.store.models import InstanceRecord
-from providers.base import Offer
+from providers.registry import adapter_class
+from serving.bootstrap.cloud_init import CloudConfig
+from serving.bootstrap.container import ContainerLaunch
 from vllm_standin.app import StandinConfig
 from vllm_standin.server import RunningStandins, run_in_thread
 
@@ -74,8 +78,12 @@ def _hooks(fleet: FleetConfig, router: RecordingTarget | None = None, **settings
     return ServingHooks(Settings(**settings), FakeClock(), lambda: fleet, router=router)  # type: ignore[arg-type]
 
 
-def _offer(provider: str) -> Offer:
-    return Offer(provider, f"{provider}-h100", "H100-SXM5-80GB", 1, "r", 2.0, None)
+def _rendered(fleet: FleetConfig, hooks: ServingHooks, name: str, provider: str, tier: TierSpec | None = None) -> Any:
+    """A launch of tier ``name`` as ``provider``'s adapter renders the server description the hooks give it."""
+    kind = provider_type(fleet, provider)
+    assert kind is not None
+    cls: Any = adapter_class(kind)
+    return cls.render_launch(hooks.server_for(name, tier or fleet.tiers[name]))
 
 
 def _row(provider: str, address: str | None, tier: str = "chat", key: str = "sc-chat-1") -> InstanceRecord:
@@ -91,31 +99,31 @@ def standin() -> Iterator[RunningStandins]:
 
 # ---- bootstrap per provider type ------------------------------------------------------------------
 def test_local_gets_the_stand_in_arguments_from_the_tuned_plan(fleet: FleetConfig) -> None:
-    hooks = _hooks(fleet)
-    boot = hooks.bootstrap_for("chat", fleet.tiers["chat"], _offer("local"))
-    assert boot.user_data is None and boot.image is None
-    assert boot.args == ("--model", MODEL, "--max-model-len", "2048", "--max-num-seqs", "100")
+    args = _rendered(fleet, _hooks(fleet), "chat", "local")
+    assert args == ("--model", MODEL, "--max-model-len", "2048", "--max-num-seqs", "100")
 
 
 def test_container_types_get_image_and_args_only(fleet: FleetConfig) -> None:
     hooks = _hooks(fleet)
     for name in ("pod", "odd"):
-        boot = hooks.bootstrap_for("chat", fleet.tiers["chat"], _offer(name))
+        boot = _rendered(fleet, hooks, "chat", name)
+        assert isinstance(boot, ContainerLaunch)  # image, args, env and ports: no user data, no script
         assert boot.image == fleet.tiers["chat"].serving.image
         assert boot.args[:2] == ("--model", MODEL)
         assert arg_value(boot.args, "--max-model-len") == "2048"
         assert arg_value(boot.args, "--shutdown-timeout") == "40"
         assert boot.env["HF_TOKEN"] == "${secret:HF_TOKEN}"  # a reference, resolved by the adapter
-        assert boot.user_data is None and boot.ssh_script is None and boot.ports == (8000,)
+        assert boot.ports == (8000,)
 
 
 def test_vm_types_get_cloud_init_only(fleet: FleetConfig) -> None:
     hooks = _hooks(fleet)
     for name in ("box", "lam"):
-        boot = hooks.bootstrap_for("chat", fleet.tiers["chat"], _offer(name))
-        assert boot.image is None and boot.args == () and boot.ssh_script is None
-        assert boot.user_data is not None and boot.user_data.startswith("#cloud-config")
-        doc = yaml.safe_load(boot.user_data)
+        boot = _rendered(fleet, hooks, "chat", name)
+        assert isinstance(boot, CloudConfig)  # a cloud-config document: no image, no args, no script
+        user_data = boot.user_data()
+        assert user_data.startswith("#cloud-config")
+        doc = yaml.safe_load(user_data)
         unit = next(f["content"] for f in doc["write_files"] if f["path"].endswith(".service"))
         assert f"vllm serve {MODEL}" in unit and "--max-model-len 2048" in unit
 
@@ -123,16 +131,20 @@ def test_vm_types_get_cloud_init_only(fleet: FleetConfig) -> None:
 def test_simulated_types_get_nothing_to_boot(fleet: FleetConfig) -> None:
     hooks = _hooks(fleet)
     for name in ("sim", "simulated"):
-        boot = hooks.bootstrap_for("chat", fleet.tiers["chat"], _offer(name))
-        assert (boot.user_data, boot.image, boot.args, boot.ssh_script) == (None, None, (), None)
+        assert _rendered(fleet, hooks, "chat", name) is None
 
 
-def test_an_unknown_type_gets_every_form(fleet: FleetConfig) -> None:
-    tier = fleet.tiers["chat"]
+async def test_an_unknown_type_declares_nothing_so_its_servers_are_probed(fleet: FleetConfig) -> None:
     custom = fleet.model_copy(update={"providers": {**fleet.providers, "pod": fleet.providers["pod"].model_copy(
         update={"type": "newcloud"})}})  # fmt: skip
-    boot = _hooks(custom).bootstrap_for("chat", tier, _offer("pod"))
-    assert boot.user_data and boot.image and boot.args and boot.ssh_script
+    assert provider_capabilities(custom, "pod") is None
+    hooks = _hooks(custom)
+    try:
+        ok, reason = await hooks.readiness(custom.tiers["chat"], _row("pod", None))
+        assert not ok and "address" in reason  # never taken as ready without a probe
+        assert await hooks.drain_check(_row("pod", None)) is None  # nor as drained
+    finally:
+        await hooks.aclose()
 
 
 def test_a_model_the_catalogue_lacks_launches_with_plain_arguments(
@@ -140,9 +152,9 @@ def test_a_model_the_catalogue_lacks_launches_with_plain_arguments(
 ) -> None:
     hooks = _hooks(fleet)
     tier = fleet.tiers["custom"]
-    local = hooks.bootstrap_for("custom", tier, _offer("local"))
-    assert local.args == ("--model", "acme/in-house-model", "--max-model-len", "3000", "--max-num-seqs", "16")
-    pod = hooks.bootstrap_for("custom", tier, _offer("pod"))
+    local = _rendered(fleet, hooks, "custom", "local", tier)
+    assert local == ("--model", "acme/in-house-model", "--max-model-len", "3000", "--max-num-seqs", "16")
+    pod = _rendered(fleet, hooks, "custom", "pod", tier)
     assert arg_value(pod.args, "--model") == "acme/in-house-model"
     assert arg_value(pod.args, "--gpu-memory-utilization") == "0.9"
     warnings = [r.getMessage() for r in caplog.records if "untuned" in r.getMessage()]
@@ -151,17 +163,16 @@ def test_a_model_the_catalogue_lacks_launches_with_plain_arguments(
 
 def test_an_unknown_gpu_launches_with_plain_arguments_too(fleet: FleetConfig) -> None:
     tier = fleet.tiers["chat"].model_copy(update={"gpu": "Z9000-11GB"})
-    boot = _hooks(fleet).bootstrap_for("chat", tier, _offer("local"))
-    assert boot.args == ("--model", MODEL, "--max-model-len", "2048", "--max-num-seqs", "100")
+    args = _rendered(fleet, _hooks(fleet), "chat", "local", tier)
+    assert args == ("--model", MODEL, "--max-model-len", "2048", "--max-num-seqs", "100")
 
 
 def test_extra_args_override_what_readiness_expects(fleet: FleetConfig) -> None:
     tier = fleet.tiers["chat"]
     serving = tier.serving.model_copy(update={"extra_args": ("--max-model-len", "1024")})
     tier = tier.model_copy(update={"serving": serving})
-    hooks = _hooks(fleet)
-    boot = hooks.bootstrap_for("chat", tier, _offer("local"))
-    assert arg_value(boot.args, "--max-model-len") == "1024"
+    args = _rendered(fleet, _hooks(fleet), "chat", "local", tier)
+    assert arg_value(args, "--max-model-len") == "1024"
 
 
 # ---- readiness --------------------------------------------------------------------------------------
@@ -282,8 +293,12 @@ async def test_route_update_passes_affinity_listen_and_skips_bad_addresses(fleet
 async def test_reconciler_kwargs_follow_the_settings(fleet: FleetConfig, tmp_path: Path) -> None:
     plain = build_hooks(Settings(), FakeClock(), fleet)
     kwargs = plain.reconciler_kwargs()
-    assert set(kwargs) == {"readiness", "drain_check", "bootstrap_for", "ready_on_running"}
-    assert kwargs["ready_on_running"] == ("sim", "simulated")
+    assert set(kwargs) == {"readiness", "drain_check", "server_for"}
+    # Which machines are ready once running is the adapters' declaration, asked by the reconciler itself.
+    names = ("local", "pod", "box", "lam", "sim", "simulated", "odd")
+    capabilities = {n: provider_capabilities(fleet, n) for n in names}
+    ready_on_running = {n for n, caps in capabilities.items() if caps is not None and caps.running_means_ready}
+    assert ready_on_running == {"sim", "simulated"}
     await plain.aclose()
 
     routed = build_hooks(

@@ -9,9 +9,12 @@ import subprocess
 import pytest
 import yaml
 
-from controller.bootstrap import describe_tier_server, render_bootstrap
-from controller.bootstrap.validate import InvalidUserData, cloud_init_schema_check, validate_user_data
+from controller.bootstrap import describe_tier_server
 from controller.config import parse_config
+from serving.bootstrap.cloud_init import render_user_data
+from serving.bootstrap.container import container_launch
+from serving.bootstrap.ssh_script import render_ssh_script
+from serving.bootstrap.validate import InvalidUserData, cloud_init_schema_check, validate_user_data
 from sizing.server import ServerDescription, resolve_secret_refs
 
 TIERS = """
@@ -46,13 +49,12 @@ def _unit(user_data: str) -> str:
 
 
 def test_cloud_init_parses_and_matches_the_schema(config) -> None:
-    b = render_bootstrap(describe_tier_server(config.tiers["chat"]))
-    assert b.user_data is not None
-    doc = validate_user_data(b.user_data)
+    user_data = render_user_data(describe_tier_server(config.tiers["chat"]))
+    doc = validate_user_data(user_data)
     paths = [f["path"] for f in doc["write_files"]]
     assert "/etc/systemd/system/scalectl-vllm.service" in paths
     assert ["systemctl", "enable", "--now", "scalectl-vllm.service"] in doc["runcmd"]
-    unit = _unit(b.user_data)
+    unit = _unit(user_data)
     exec_line = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
     argv = shlex.split(exec_line.removeprefix("ExecStart="))
     assert argv[:4] == ["/usr/bin/env", "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct"]
@@ -63,19 +65,18 @@ def test_cloud_init_parses_and_matches_the_schema(config) -> None:
 
 
 def test_nvme_detection_with_fallback_unless_a_cache_dir_is_set(config) -> None:
-    auto = validate_user_data(render_bootstrap(describe_tier_server(config.tiers["chat"])).user_data or "")
+    auto = validate_user_data(render_user_data(describe_tier_server(config.tiers["chat"])))
     script = next(f["content"] for f in auto["write_files"] if f["path"].endswith("scalectl-model-cache"))
     assert "nvme" in script and "/var/cache/scalectl/models" in script and "mkfs.ext4" in script
     assert auto["bootcmd"], "the cache disk must be remounted on every boot"
-    fixed = validate_user_data(render_bootstrap(describe_tier_server(config.tiers["batch"])).user_data or "")
+    fixed = validate_user_data(render_user_data(describe_tier_server(config.tiers["batch"])))
     script = next(f["content"] for f in fixed["write_files"] if f["path"].endswith("scalectl-model-cache"))
     assert "CACHE=/data/models" in script and "mkfs" not in script
 
 
 @pytest.mark.skipif(shutil.which("cloud-init") is None, reason="cloud-init not installed (apt-get install cloud-init)")
 def test_cloud_init_schema_command_accepts_it(config) -> None:
-    b = render_bootstrap(describe_tier_server(config.tiers["chat"]))
-    verdict = cloud_init_schema_check(b.user_data or "")
+    verdict = cloud_init_schema_check(render_user_data(describe_tier_server(config.tiers["chat"])))
     assert verdict is not None and verdict[0], verdict
 
 
@@ -92,7 +93,7 @@ def test_schema_check_catches_mistakes() -> None:
 
 def test_container_form_uses_the_same_arguments(config) -> None:
     desc = describe_tier_server(config.tiers["batch"])
-    b = render_bootstrap(desc)
+    b = container_launch(desc)
     assert b.image == "vllm/vllm-openai:v0.17.1"
     assert b.args[:2] == ("--model", "Qwen/Qwen2.5-7B-Instruct")
     assert b.args[2:] == desc.args
@@ -107,15 +108,14 @@ def test_container_form_uses_the_same_arguments(config) -> None:
 
 def test_three_forms_come_from_one_description(config) -> None:
     desc = describe_tier_server(config.tiers["chat"])
-    b = render_bootstrap(desc)
     tuned_line = shlex.join(["serve", desc.model, *desc.args])
-    assert tuned_line in (b.user_data or "")
-    assert tuned_line in (b.ssh_script or "")
-    assert list(b.args[2:]) == list(desc.args)
+    assert tuned_line in render_user_data(desc)
+    assert tuned_line in render_ssh_script(desc)
+    assert list(container_launch(desc).args[2:]) == list(desc.args)
 
 
 def test_ssh_script_is_valid_bash(config, tmp_path) -> None:
-    script = render_bootstrap(describe_tier_server(config.tiers["chat"])).ssh_script or ""
+    script = render_ssh_script(describe_tier_server(config.tiers["chat"]))
     path = tmp_path / "bootstrap.sh"
     path.write_text(script)
     subprocess.run(["bash", "-n", str(path)], check=True)
@@ -124,7 +124,8 @@ def test_ssh_script_is_valid_bash(config, tmp_path) -> None:
 
 def test_secret_values_never_rendered(config, monkeypatch) -> None:
     monkeypatch.setenv("HF_TOKEN", "hf_supersecretvalue")
-    b = render_bootstrap(describe_tier_server(config.tiers["chat"]))
-    assert "hf_supersecretvalue" not in repr(b)
+    desc = describe_tier_server(config.tiers["chat"])
+    for rendered in (render_user_data(desc), repr(container_launch(desc)), render_ssh_script(desc), repr(desc)):
+        assert "hf_supersecretvalue" not in rendered
     with pytest.raises(ValueError, match="secret_env"):
         ServerDescription(model="m", args=(), env={"HF_TOKEN": "x"}, secret_env=("HF_TOKEN",))

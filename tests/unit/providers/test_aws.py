@@ -21,7 +21,7 @@ from moto.core.botocore_stubber import MockRawResponse
 
 from clocks import FakeClock
 from providers.aws_ec2 import DEFAULT_AMI_SSM_PARAMETER, AwsEc2Provider, instance_status, latest_spot_prices
-from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
+from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
 from providers.errors import (
     AuthFailed,
     InstanceNotFound,
@@ -34,6 +34,8 @@ from providers.errors import (
 )
 from providers.registry import ProviderConfig, build_provider
 from providers.tagging import KEY_TAG, TIER_TAG
+from serving.bootstrap.cloud_init import render_user_data
+from sizing.server import ServerDescription
 from tests.fakes.aws_moto import BASE_AMI, REGION, FakeEc2, set_fake_credentials
 
 
@@ -144,8 +146,9 @@ async def test_spot_price_history_is_asked_for_now_and_linux(env: Env) -> None:
 # ---- create ----------------------------------------------------------------------------------------
 async def test_create_sends_client_token_tags_user_data_and_safe_defaults(env: Env) -> None:
     offer = await _offer(env)
-    cloud_init = "#cloud-config\nruncmd: [echo hi]\n"
-    spec = _spec(offer, bootstrap=Bootstrap(user_data=cloud_init), tags={"team": "agents", "aws:reserved": "x"})
+    server = ServerDescription(model="meta-llama/Llama-3.1-8B-Instruct", args=("--max-model-len", "8192"))
+    cloud_init = render_user_data(server)  # the adapter renders the launch's server as cloud-init user data
+    spec = _spec(offer, server=server, tags={"team": "agents", "aws:reserved": "x"})
     created = await env.provider.create(spec)
     (params,) = env.fake.params_of("RunInstances")
     assert params["ClientToken"] == "sct-unit-1"
@@ -260,7 +263,7 @@ async def test_create_rejects_bad_offers_before_calling_ec2(env: Env) -> None:
 async def test_user_data_over_16k_is_rejected_without_launching(env: Env) -> None:
     offer = await _offer(env)
     with pytest.raises(InvalidRequest, match="user data"):
-        await env.provider.create(_spec(offer, bootstrap=Bootstrap(user_data="#" * (16 * 1024 + 1))))
+        await env.provider.create(_spec(offer, server=ServerDescription(model="m", args=("--x", "#" * 16 * 1024))))
     assert env.fake.params_of("RunInstances") == []
 
 

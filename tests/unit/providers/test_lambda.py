@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from clocks import FakeClock
-from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
+from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
 from providers.errors import (
     AuthFailed,
     InstanceNotFound,
@@ -22,6 +22,8 @@ from providers.errors import (
 )
 from providers.lambda_cloud import LambdaProvider, parse_instance_type
 from providers.registry import ProviderConfig, build_provider
+from serving.bootstrap.cloud_init import render_user_data
+from sizing.server import ServerDescription
 from tests.fakes import Fault, LoopbackServer
 from tests.fakes.lambda_server import API_KEY, SSH_KEY_NAME, FakeLambda, start_fake_lambda
 
@@ -115,8 +117,9 @@ async def test_no_spot_unknown_gpu_and_unknown_region(make: Factory) -> None:
 # ---- create and the launch limit ---------------------------------------------------------------------
 async def test_launch_sends_the_documented_fields(make: Factory) -> None:
     env = await make()
-    user_data = "#cloud-config\nruncmd:\n  - [vllm, serve]\n"
-    inst = await env.provider.create(spec("sct-web-0001", await h100(env), bootstrap=Bootstrap(user_data=user_data)))
+    server = ServerDescription(model="meta-llama/Llama-3.1-8B-Instruct", args=("--max-model-len", "8192"))
+    user_data = render_user_data(server)  # the adapter renders the launch's server as cloud-init user data
+    inst = await env.provider.create(spec("sct-web-0001", await h100(env), server=server))
     body = env.fake.launch_bodies[-1]
     assert body == {
         "region_name": inst.region,

@@ -9,15 +9,16 @@ from typing import Any
 import pytest
 
 from clocks import FakeClock
-from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
+from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
 from providers.errors import AuthFailed, InsufficientCapacity, InvalidRequest, QuotaExceeded, RateLimited, Transient
 from providers.registry import ADAPTERS, ProviderConfig, build_provider
 from providers.runpod import RunPodProvider
+from sizing.server import ServerDescription
 from tests.fakes import Fault
 from tests.fakes.runpod_server import RunPodFake, serve_runpod
 
 KEY_ENV = "SCALECTL_TEST_RUNPOD_UNIT_KEY"
-IMAGE = Bootstrap(image="vllm/vllm-openai:v0.8.5", args=("--model", "meta-llama/Llama-3.1-8B"), env={"A": "1"})
+SERVER = ServerDescription(model="meta-llama/Llama-3.1-8B", args=(), image="vllm/vllm-openai:v0.8.5", env={"A": "1"})
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ async def offer(provider: RunPodProvider, capacity: Capacity, gpu: str = "H100",
 
 
 def spec(key: str, offer: Offer, capacity: Capacity, **kw: Any) -> LaunchSpec:
-    return LaunchSpec(key=key, tier="batch", offer=offer, capacity=capacity, bootstrap=kw.pop("bootstrap", IMAGE), **kw)
+    return LaunchSpec(key=key, tier="batch", offer=offer, capacity=capacity, server=kw.pop("server", SERVER), **kw)
 
 
 # ---- offers --------------------------------------------------------------------------------------
@@ -136,12 +137,12 @@ async def test_bid_below_minimum_is_an_invalid_request(rp: RunPodProvider, fake:
     assert fake.pods == {}
 
 
-async def test_user_data_without_image_is_refused_before_any_call(rp: RunPodProvider, fake: RunPodFake) -> None:
+async def test_a_launch_without_image_is_refused_before_any_call(rp: RunPodProvider, fake: RunPodFake) -> None:
     od = await offer(rp, Capacity.ON_DEMAND)
     before = fake.calls
     with pytest.raises(InvalidRequest) as info:
-        await rp.create(spec("sct-cloudinit", od, Capacity.ON_DEMAND, bootstrap=Bootstrap(user_data="#cloud-config")))
-    assert "cloud-init" in str(info.value)
+        await rp.create(spec("sct-noimage", od, Capacity.ON_DEMAND, server=None))
+    assert "container image" in str(info.value) and "default_image" in str(info.value)
     assert fake.calls == before
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from clocks import FakeClock
-from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
+from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
 from providers.errors import (
     AuthFailed,
     DeleteDeferred,
@@ -20,7 +20,10 @@ from providers.errors import (
     RateLimited,
 )
 from providers.registry import ProviderConfig, build_provider
-from providers.spheron import OfferRef, SpheronProvider
+from providers.spheron import OfferRef, SpheronProvider, cloud_init_payload
+from serving.bootstrap import parts
+from serving.bootstrap.cloud_init import CloudConfig
+from sizing.server import ServerDescription
 from tests.fakes import Fault, LoopbackServer
 from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, start_fake_spheron
 
@@ -121,8 +124,8 @@ async def test_unknown_gpu_and_unknown_region(make: Factory) -> None:
 async def test_create_builds_the_deployment_from_one_offer(make: Factory) -> None:
     env = await make()
     offer = await first_offer(env)
-    script = "#!/bin/bash\nvllm serve meta-llama/Llama-3.1-8B --port 8000\n"
-    inst = await env.provider.create(spec("sct-web-0001", offer, bootstrap=Bootstrap(user_data=script)))
+    server = ServerDescription(model="meta-llama/Llama-3.1-8B", args=("--port", "8000"))
+    inst = await env.provider.create(spec("sct-web-0001", offer, server=server))
     body = env.fake.create_bodies[-1]
     assert body["name"] == "sct-web-0001" and body["teamId"] == TEAM_ID and body["sshKeyId"] == SSH_KEY_ID
     assert (body["provider"], body["offerId"], body["gpuType"], body["gpuCount"]) == (
@@ -133,8 +136,13 @@ async def test_create_builds_the_deployment_from_one_offer(make: Factory) -> Non
     )
     assert body["region"] == offer.region and body["instanceType"] == "DEDICATED"
     assert body["operatingSystem"] == "Ubuntu 22.04 CUDA 12.4"  # a CUDA image preferred when not configured
-    assert body["cloudInit"]["writeFiles"][0]["content"] == script
-    assert body["cloudInit"]["runcmd"] == [body["cloudInit"]["writeFiles"][0]["path"]]
+    # The server description, rendered straight into Spheron's structured cloudInit (no user-data text).
+    files = {f["path"]: f for f in body["cloudInit"]["writeFiles"]}
+    assert files[parts.ENV_FILE]["content"] == parts.env_file(server)
+    unit = files["/etc/systemd/system/scalectl-vllm.service"]
+    assert unit["content"] == parts.systemd_unit(server) and unit["permissions"] == "0644"
+    assert "serve meta-llama/Llama-3.1-8B --port 8000" in unit["content"]
+    assert body["cloudInit"]["runcmd"][-1] == "systemctl enable --now scalectl-vllm.service"
     assert inst.status is InstanceStatus.PENDING and inst.key == "sct-web-0001"
     assert inst.address is None  # the IP exists while deploying, but readiness is the status
     env.fake.make_running(inst.provider_id)
@@ -142,17 +150,12 @@ async def test_create_builds_the_deployment_from_one_offer(make: Factory) -> Non
     assert running.status is InstanceStatus.RUNNING and running.address and running.address.endswith(":8000")
 
 
-async def test_cloud_config_is_translated_and_unsupported_keys_refused(make: Factory) -> None:
-    env = await make()
-    offer = await first_offer(env)
-    doc = "#cloud-config\npackages: [jq]\nwrite_files:\n  - path: /etc/x\n    content: hi\nruncmd:\n  - [echo, ok]\n"
-    await env.provider.create(spec("sct-cc-0001", offer, bootstrap=Bootstrap(user_data=doc)))
-    ci = env.fake.create_bodies[-1]["cloudInit"]
+def test_cloud_config_is_translated_and_unsupported_keys_refused() -> None:
+    doc = {"packages": ["jq"], "write_files": [{"path": "/etc/x", "content": "hi"}], "runcmd": [["echo", "ok"]]}
+    ci = cloud_init_payload(CloudConfig(doc), provider="spheron")
     assert ci == {"packages": ["jq"], "writeFiles": [{"path": "/etc/x", "content": "hi"}], "runcmd": ["echo ok"]}
-    before = env.fake.calls
     with pytest.raises(InvalidRequest, match="users"):
-        await env.provider.create(spec("sct-cc-0002", offer, bootstrap=Bootstrap(user_data="#cloud-config\nusers: []")))
-    assert env.fake.calls == before  # refused before any call
+        cloud_init_payload(CloudConfig({"users": [], "runcmd": [["echo", "ok"]]}), provider="spheron")
 
 
 async def test_team_is_resolved_once_when_not_configured(make: Factory) -> None:
@@ -296,16 +299,11 @@ async def test_offers_errors_stay_in_the_taxonomy(make: Factory) -> None:
 
 
 def test_bootcmd_runs_first_in_runcmd_because_spheron_has_no_every_boot_hook() -> None:
-    from providers.base import Bootstrap
-    from providers.spheron import cloud_init_payload
-
-    user_data = (
-        "#cloud-config\n"
-        "bootcmd:\n  - '[ ! -x /opt/cache.sh ] || /opt/cache.sh'\n"
-        "runcmd:\n  - [/opt/cache.sh]\n  - [systemctl, enable, --now, vllm server.service]\n"
-    )
-    payload = cloud_init_payload(Bootstrap(user_data=user_data), provider="spheron")
-    assert payload is not None
+    doc = {
+        "bootcmd": ["[ ! -x /opt/cache.sh ] || /opt/cache.sh"],
+        "runcmd": [["/opt/cache.sh"], ["systemctl", "enable", "--now", "vllm server.service"]],
+    }
+    payload = cloud_init_payload(CloudConfig(doc), provider="spheron")
     assert payload["runcmd"] == [
         "[ ! -x /opt/cache.sh ] || /opt/cache.sh",
         "/opt/cache.sh",

@@ -10,7 +10,7 @@ from urllib.parse import parse_qs
 import pytest
 
 from clocks import FakeClock
-from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
+from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
 from providers.errors import (
     AuthFailed,
     InstanceNotFound,
@@ -23,11 +23,12 @@ from providers.errors import (
 from providers.http import HttpFailure
 from providers.registry import ADAPTERS, ProviderConfig, build_provider
 from providers.vastai import VastAIProvider
+from sizing.server import ServerDescription
 from tests.fakes import Fault
 from tests.fakes.vastai_server import VastFake, serve_vast
 
 KEY_ENV = "SCALECTL_TEST_VASTAI_UNIT_KEY"
-IMAGE = Bootstrap(image="vllm/vllm-openai:v0.8.5", args=("--model", "m"), env={"A": "1"}, ports=(8000,))
+SERVER = ServerDescription(model="m", args=(), image="vllm/vllm-openai:v0.8.5", env={"A": "1"}, port=8000)
 OURS = {"SCALECTL_KEY": "", "SCALECTL_CAPACITY": "on-demand"}
 
 
@@ -62,7 +63,7 @@ async def vast(fake: VastFake, url: str) -> AsyncIterator[VastAIProvider]:
 
 
 def spec(key: str, offer: Offer, capacity: Capacity, **kw: Any) -> LaunchSpec:
-    return LaunchSpec(key=key, tier="batch", offer=offer, capacity=capacity, bootstrap=kw.pop("bootstrap", IMAGE), **kw)
+    return LaunchSpec(key=key, tier="batch", offer=offer, capacity=capacity, server=kw.pop("server", SERVER), **kw)
 
 
 async def cheapest(provider: VastAIProvider, capacity: Capacity, gpu: str = "H100", **kw: Any) -> Offer:
@@ -159,11 +160,11 @@ async def test_unknown_ask_is_insufficient_capacity(vast: VastAIProvider, fake: 
         await vast.create(spec("sct-ghost-1", ghost, Capacity.ON_DEMAND))
 
 
-async def test_user_data_without_image_is_refused(vast: VastAIProvider, fake: VastFake) -> None:
+async def test_a_launch_without_image_is_refused(vast: VastAIProvider, fake: VastFake) -> None:
     offer = await cheapest(vast, Capacity.ON_DEMAND)
     before = fake.calls
-    with pytest.raises(InvalidRequest, match="cloud-init"):
-        await vast.create(spec("sct-ci-1", offer, Capacity.ON_DEMAND, bootstrap=Bootstrap(user_data="#cloud-config")))
+    with pytest.raises(InvalidRequest, match="container image"):
+        await vast.create(spec("sct-ci-1", offer, Capacity.ON_DEMAND, server=None))
     assert fake.calls == before
 
 

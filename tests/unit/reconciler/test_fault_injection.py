@@ -32,6 +32,9 @@ class Flaky:
     """Wraps a cloud: each call fails with probability ``rate`` (a 5xx or a timeout), or with a 429
     while ``storm`` calls remain."""
 
+    capabilities = SimulatedCloud.capabilities  # it is the simulated cloud, only less reliable
+    render_launch = staticmethod(SimulatedCloud.render_launch)
+
     def __init__(self, inner: SimulatedCloud, rate: float, seed: int = 3):
         self.inner, self.name, self.rate = inner, inner.name, rate
         self.rng = random.Random(seed)

@@ -319,23 +319,23 @@ async def test_decisions_are_recorded_with_reason_and_signals(make_world, ticks:
     assert len(decisions) == 1  # unchanged decisions are not re-recorded within a minute
 
 
-async def test_a_retried_create_carries_the_same_bootstrap(make_world) -> None:
-    from providers.base import Bootstrap
+async def test_a_retried_create_carries_the_same_server(make_world) -> None:
+    from sizing.server import ServerDescription
 
     w: World = make_world()
-    w.reconciler.bootstrap_for = lambda name, tier, offer: Bootstrap(user_data=f"#cloud-config\n# {name}")
+    w.reconciler.server_for = lambda name, tier: ServerDescription(model=f"org/{name}", args=())
     seen = []
     original = w.cloud.create
 
     async def recording_create(spec):  # type: ignore[no-untyped-def]
-        seen.append((spec.key, spec.bootstrap.user_data))
+        seen.append((spec.key, spec.server.model))
         return await original(spec)
 
     w.cloud.create = recording_create  # type: ignore[method-assign]
     w.target("web", 1)
     w.cloud.fail_next("create", Transient("503", provider="simulated"))
     await w.run(2)
-    assert len(seen) == 2 and seen[0] == seen[1] == (seen[0][0], "#cloud-config\n# web")
+    assert len(seen) == 2 and seen[0] == seen[1] == (seen[0][0], "org/web")
 
 
 async def test_a_create_refused_for_good_backs_the_tier_off_instead_of_storming(make_world) -> None:

@@ -46,15 +46,13 @@ async def _world(**options: Any) -> tuple[FakeClock, SimulatedCloud, Instance]:
     return clock, cloud, inst
 
 
-def _phase(
-    cloud: SimulatedCloud, backoffs: Backoffs | None = None, ready_on_running: tuple[str, ...] = ()
-) -> SyncPhase:
-    return SyncPhase({"sim": cloud}, Calls(), backoffs or Backoffs(), "sc-", ready_on_running, None)
+def _phase(cloud: SimulatedCloud, backoffs: Backoffs | None = None) -> SyncPhase:
+    return SyncPhase({"sim": cloud}, Calls(), backoffs or Backoffs(), "sc-", None)
 
 
 async def test_an_intent_whose_instance_exists_is_adopted_then_follows_it_to_ready() -> None:
     clock, cloud, inst = await _world()
-    phase = _phase(cloud, ready_on_running=("sim",))
+    phase = _phase(cloud)
     tick, events = _tick(clock)
     seen = await phase.run(tick, [inst])
     assert inst.state is S.PROVISIONING and inst.provider_id in seen["sim"]
@@ -76,7 +74,7 @@ async def test_an_interruption_is_remembered_by_the_instance_and_the_back_offs()
     clock, cloud, inst = await _world()
     inst.capacity = "spot"
     backoffs = Backoffs()
-    phase = _phase(cloud, backoffs, ready_on_running=("sim",))
+    phase = _phase(cloud, backoffs)
     await phase.run(_tick(clock)[0], [inst])
     clock.advance(61)
     await phase.run(_tick(clock)[0], [inst])
@@ -89,7 +87,7 @@ async def test_an_interruption_is_remembered_by_the_instance_and_the_back_offs()
 
 async def test_a_webhook_notice_drains_the_instance() -> None:
     clock, cloud, inst = await _world()
-    phase = _phase(cloud, ready_on_running=("sim",))
+    phase = _phase(cloud)
     await phase.run(_tick(clock)[0], [inst])
     inst.notice_at = clock.now()
     tick, events = _tick(clock)

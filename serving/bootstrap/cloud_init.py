@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
 
-from controller.bootstrap import parts
+from serving.bootstrap import parts
 from sizing.server import ServerDescription
 
 
@@ -53,5 +55,19 @@ def cloud_config(desc: ServerDescription) -> dict[str, Any]:
 
 
 def render_user_data(desc: ServerDescription) -> str:
-    body = yaml.dump(cloud_config(desc), Dumper=_LiteralDumper, sort_keys=False, width=1000)
-    return "#cloud-config\n# Rendered by scalectl from one server description; edit the tier, not this.\n" + body
+    return CloudConfig.of(desc).user_data()
+
+
+@dataclass(frozen=True, slots=True)
+class CloudConfig:
+    """A cloud-config document as data: user-data clouds take its text, structured ones (Spheron) its keys."""
+
+    doc: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, desc: ServerDescription) -> CloudConfig:
+        return cls(cloud_config(desc))
+
+    def user_data(self) -> str:
+        body = yaml.dump(dict(self.doc), Dumper=_LiteralDumper, sort_keys=False, width=1000)
+        return "#cloud-config\n# Rendered by scalectl from one server description; edit the tier, not this.\n" + body

@@ -21,7 +21,7 @@ class InvalidUserData(ValueError):
 
 
 def _schema() -> dict[str, Any]:
-    text = resources.files("controller.bootstrap").joinpath("cloud_config.schema.json").read_text("utf-8")
+    text = resources.files("serving.bootstrap").joinpath("cloud_config.schema.json").read_text("utf-8")
     data: dict[str, Any] = json.loads(text)
     return data
 

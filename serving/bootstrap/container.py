@@ -7,9 +7,23 @@ the engine flags, so the arguments start with ``--model`` rather than the positi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 from sizing.server import ServerDescription, secret_ref
 
 CONTAINER_CACHE = "/root/.cache/huggingface"
+DEFAULT_PORTS = (8000,)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerLaunch:
+    """What a container cloud runs: an image, its arguments and environment, the ports it exposes."""
+
+    image: str | None = None  # None: the adapter's configured default image
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)  # secrets as ${secret:NAME} references
+    ports: tuple[int, ...] = DEFAULT_PORTS
 
 
 def container_args(desc: ServerDescription) -> tuple[str, ...]:
@@ -21,3 +35,10 @@ def container_env(desc: ServerDescription) -> dict[str, str]:
     for name in desc.secret_env:
         env[name] = secret_ref(name)  # the adapter resolves it at launch (sizing.server.resolve_secret_refs)
     return env
+
+
+def container_launch(desc: ServerDescription | None) -> ContainerLaunch:
+    """The container form of a server description; no description: the adapter's default image, bare."""
+    if desc is None:
+        return ContainerLaunch()
+    return ContainerLaunch(image=desc.image, args=container_args(desc), env=container_env(desc), ports=(desc.port,))

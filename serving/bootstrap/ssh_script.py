@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import shlex
 
-from controller.bootstrap import parts
+from serving.bootstrap import parts
 from sizing.server import ServerDescription
 
 
