@@ -28,6 +28,7 @@ from providers.errors import (
     InstanceNotFound,
     InsufficientCapacity,
     InvalidRequest,
+    ListingIncomplete,
     ProviderError,
     QuotaExceeded,
     Transient,
@@ -247,10 +248,16 @@ class VastAIProvider:
                     view = self._view(row)
                     if view.key is not None and view.key.startswith(key_prefix):
                         views.append(view)
-            token = body.get("next_token") if isinstance(body.get("next_token"), str) else None
+            following = body.get("next_token") if isinstance(body.get("next_token"), str) else None
+            if following and following == token:
+                raise ListingIncomplete("the instance list repeated its page token", provider=self.name)
+            token = following
             if not token:
                 return views
-        raise InvalidRequest(f"the instance list has more than {MAX_PAGES} pages", provider=self.name)
+        raise ListingIncomplete(
+            f"the instance list has more than {MAX_PAGES} pages of {PAGE_SIZE}: not all instances could be seen",
+            provider=self.name,
+        )
 
     async def _find(self, key: str) -> ProviderInstance | None:
         for view in await self._http.retrying(lambda: self._list(key)):

@@ -77,13 +77,32 @@ def _squash(name: str) -> str:
 _BY_SQUASHED = {_squash(alias): g.name for g in GPUS.values() for alias in (g.name, *g.aliases)}
 
 
+def _tokens(name: str) -> frozenset[str]:
+    """Order-free words of a spelling, "80G" read as "80GB": "A100 80G PCIe" = "a100-pcie-80gb"."""
+    words = re.findall(r"[a-z]+\d*|\d+[a-z]*", name.lower())
+    return frozenset(re.sub(r"^(\d+)g$", r"\1gb", w) for w in words)
+
+
+def _token_index() -> dict[frozenset[str], str]:
+    index: dict[frozenset[str], str] = {}
+    for g in GPUS.values():
+        for alias in (g.name, *g.aliases):
+            tokens = _tokens(alias)
+            if index.setdefault(tokens, g.name) != g.name:
+                raise AssertionError(f"GPU spellings collide: {alias!r} ({g.name}) and {index[tokens]}")
+    return index
+
+
+_BY_TOKENS = _token_index()
+
+
 class UnknownGpu(ValueError):
     pass
 
 
 def normalize_gpu(name: str) -> str:
     """Canonical name for a GPU spelling ("h100 sxm5" -> "H100-SXM5-80GB"); UnknownGpu lists the options."""
-    found = _BY_SQUASHED.get(_squash(name))
+    found = _BY_SQUASHED.get(_squash(name)) or _BY_TOKENS.get(_tokens(name))
     if found is None:
         raise UnknownGpu(f"unknown GPU {name!r}; known: {', '.join(GPUS)}")
     return found

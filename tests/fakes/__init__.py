@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import socket
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -78,6 +79,32 @@ class FaultPlan:
             self.injected.append(fault)
             return fault
         return None
+
+
+class WindowLimit:
+    """A provider's documented request limit: at most ``limit`` requests in any ``window`` seconds,
+    on the fake's injected clock. ``take()`` counts a request, or returns the seconds until one is
+    allowed (what the fake puts in its 429's Retry-After)."""
+
+    def __init__(self, clock: object, limit: int, window: float):
+        self._clock = clock
+        self.limit = limit
+        self.window = window
+        self._sent: deque[float] = deque()
+        self.refused = 0
+
+    def take(self) -> float | None:
+        now = float(self._clock.monotonic())  # type: ignore[attr-defined]
+        while self._sent and self._sent[0] <= now - self.window:
+            self._sent.popleft()
+        if len(self._sent) >= self.limit:
+            self.refused += 1
+            return max(0.0, self._sent[0] + self.window - now)
+        self._sent.append(now)
+        return None
+
+    def remaining(self) -> int:
+        return max(0, self.limit - len(self._sent))
 
 
 class LoopbackServer:

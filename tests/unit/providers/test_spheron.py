@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import yaml
 
 from clocks import FakeClock
 from providers.base import Bootstrap, Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
@@ -16,6 +17,7 @@ from providers.errors import (
     DeleteDeferred,
     InsufficientCapacity,
     InvalidRequest,
+    ListingIncomplete,
     ProviderError,
     RateLimited,
 )
@@ -73,7 +75,7 @@ async def test_offers_follow_pagination_and_price_the_whole_offer(make: Factory)
     env = await make(page_size=1)
     eight = await env.provider.offers(GpuRequest(gpu="H100-SXM5-80GB", count=8))
     pages = [p for m, p in env.fake.requests if p == "/api/gpu-offers"]
-    assert len(pages) == 4  # four groups, one per page
+    assert len(pages) == 4 + 2  # four groups in the default view and two under instanceType=SPOT, one a page
     assert {o.region for o in eight} == {"FIN-01", "FIN-02"}
     assert all(o.on_demand_per_hour == 19.20 and o.gpu_count == 8 for o in eight)
     # offers on a later page are found too (RTX 4090 is the third group)
@@ -155,13 +157,48 @@ async def test_cloud_config_is_translated_and_unsupported_keys_refused(make: Fac
     assert env.fake.calls == before  # refused before any call
 
 
-async def test_team_is_resolved_once_when_not_configured(make: Factory) -> None:
-    env = await make(team_id=None)
-    offer = await first_offer(env)
-    await env.provider.create(spec("sct-team-0001", offer))
-    await env.provider.create(spec("sct-team-0002", offer))
-    assert [p for _, p in env.fake.requests].count("/api/balance") == 1
-    assert env.fake.create_bodies[-1]["teamId"] == TEAM_ID
+@pytest.mark.parametrize("team", [None, "", "  "])
+def test_a_missing_team_id_fails_the_configuration_naming_file_field_and_fix(team: str | None) -> None:
+    from controller.config import ConfigError, parse_config
+
+    options = {"ssh_key_id": SSH_KEY_ID} if team is None else {"ssh_key_id": SSH_KEY_ID, "team_id": team}
+    text = yaml.safe_dump(
+        {
+            "providers": {"sph": {"type": "spheron", "options": options}},
+            "tiers": {"web": {"capacity": "spot", "gpu": "H100", "providers": ["sph"]}},
+        }
+    )
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "tiers.yaml")
+    message = str(info.value)
+    assert message.startswith("tiers.yaml: ") and 'provider "sph"' in message
+    assert "options.team_id is required" in message and "GET /api/balance" in message
+
+
+async def test_a_missing_team_id_fails_building_the_adapter_before_any_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, API_KEY)
+    config = ProviderConfig(name="sph", type="spheron", base_url="http://127.0.0.1:9", options={"ssh_key_id": "k"})
+    with pytest.raises(ValueError, match=r"provider 'sph' \(type spheron\): options\.team_id is required"):
+        build_provider(config, FakeClock())
+
+
+async def test_spot_tiers_ask_for_spot_offers_which_the_default_view_hides(make: Factory) -> None:
+    env = await make()
+    spot = await env.provider.offers(GpuRequest(gpu="RTX 4090", capacity=Capacity.SPOT))
+    assert [(o.spot_per_hour, o.on_demand_per_hour) for o in spot] == [(0.25, None)]
+    on_demand = await env.provider.offers(GpuRequest(gpu="RTX 4090", capacity=Capacity.ON_DEMAND))
+    assert [(o.spot_per_hour, o.on_demand_per_hour) for o in on_demand] == [(None, 0.39)]
+
+
+@pytest.mark.parametrize("spelling", ["A100 80G PCIe", "a100-80g-pcie", "A100_PCIE_80GB", "A100 PCIe 80G"])
+async def test_a100_80g_pcie_spellings_are_the_catalogue_gpu(make: Factory, spelling: str) -> None:
+    env = await make(operating_system="Ubuntu Server 22.04")
+    for group in env.fake.catalogue:
+        for raw in group["offers"]:
+            if raw["offerId"] == "mc-a100-pcie-1x":
+                raw["gpuType"] = group["gpuType"] = group["gpuModel"] = spelling
+    offers = await env.provider.offers(GpuRequest("A100-80GB-PCIe"))
+    assert [(o.gpu, o.on_demand_per_hour) for o in offers] == [("A100-80GB-PCIe", 1.04)]
 
 
 async def test_spot_on_a_dedicated_offer_is_refused(make: Factory) -> None:
@@ -230,8 +267,9 @@ async def test_delete_before_minimum_runtime_is_deferred_not_spun(make: Factory)
     await env.provider.delete("dep-does-not-exist")  # 404 is success
 
 
-async def test_list_follows_paginated_deployments(make: Factory) -> None:
-    env = await make(fake_kwargs={"paginate_deployments": True})
+@pytest.mark.parametrize("paginate", [True, False])
+async def test_list_follows_paginated_deployments(make: Factory, paginate: bool) -> None:
+    env = await make(fake_kwargs={"paginate_deployments": paginate, "deployments_page_max": 2})
     offer = await first_offer(env)
     keys = [f"sct-page-{i:04d}" for i in range(5)]
     for key in keys:
@@ -240,11 +278,61 @@ async def test_list_follows_paginated_deployments(make: Factory) -> None:
     assert sorted(str(i.key) for i in await env.provider.list("sct-page-")) == keys
 
 
+async def test_list_finds_ours_behind_1200_old_deployments_on_the_last_page(make: Factory) -> None:
+    env = await make()
+    offer = await first_offer(env)
+    env.fake.seed_old(1200, live_every=100)
+    ours = await env.provider.create(spec("sct-last-0001", offer))
+    before = env.fake.calls
+    listed = await env.provider.list("sct-last-")
+    assert [(i.key, i.provider_id) for i in listed] == [("sct-last-0001", ours.provider_id)]
+    assert env.fake.calls - before == 61  # 1,201 deployments, 20 a page: every page read
+
+
+async def test_a_list_longer_than_max_pages_fails_loudly_instead_of_truncating(make: Factory) -> None:
+    env = await make(max_pages=40)
+    env.fake.seed_old(820)
+    with pytest.raises(ListingIncomplete) as info:
+        await env.provider.list("sct-")
+    assert "more than 40 pages" in str(info.value) and "max_pages" in str(info.value)
+
+
+async def test_a_full_page_that_names_no_next_page_is_not_taken_for_the_whole_list(make: Factory) -> None:
+    env = await make(page_size=20, fake_kwargs={"paging_fields": False})
+    env.fake.seed_old(45)
+    with pytest.raises(ListingIncomplete, match="without saying whether more follow"):
+        await env.provider.list("sct-")
+
+
+async def test_a_list_that_shrinks_while_paging_is_read_again(make: Factory) -> None:
+    env = await make()
+    offer = await first_offer(env)
+    env.fake.seed_old(40)
+    ours = await env.provider.create(spec("sct-shift-0001", offer))  # the 41st deployment
+    env.fake.seed_old(40)
+    purged: list[int] = []
+
+    def purge_once(page: int) -> None:
+        # Before page 3 is served, ten old deployments are purged: every row moves ten places up and
+        # ours (41st) slides onto page 2, which was already read.
+        if page == 3 and not purged:
+            with env.fake.lock:
+                for did in list(env.fake.deployments)[:10]:
+                    del env.fake.deployments[did]
+            purged.append(page)
+
+    env.fake.before_list_page = purge_once
+    before = env.fake.calls
+    listed = await env.provider.list("sct-shift-")
+    assert purged and [i.provider_id for i in listed] == [ours.provider_id]
+    assert env.fake.calls - before == 3 + 4  # the first pass stopped when the total changed; the second read all
+
+
 # ---- credentials -------------------------------------------------------------------------------------
 async def test_missing_key_names_the_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV, raising=False)
     with pytest.raises(AuthFailed) as info:
-        build_provider(ProviderConfig(name="sph", type="spheron"), FakeClock())
+        build_provider(ProviderConfig(name="sph", type="spheron", options={"team_id": TEAM_ID}), FakeClock())
     assert ENV in str(info.value)
 
 
