@@ -113,3 +113,12 @@ class EventRecord(Base):
     instance_key: Mapped[str | None] = mapped_column(String(63), nullable=True)
     kind: Mapped[str] = mapped_column(String(40))
     message: Mapped[str] = mapped_column(Text)
+
+
+class WebhookSeen(Base):
+    """Webhook requests already accepted, by a digest of their signature (or EventBridge event id): a
+    replay inside the freshness window is refused by every daemon sharing this store. Pruned by age."""
+
+    __tablename__ = "webhook_seen"
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    seen_at: Mapped[float] = mapped_column(Float, index=True)
