@@ -45,8 +45,11 @@ GPUS: dict[str, GpuInfo] = {
     for g in (
         GpuInfo("L40S-48GB", 48, 864, True, 0.72, None, ("L40S",), (8, 9), "Ada"),
         GpuInfo("A100-40GB-PCIe", 40, 1555, False, 0.90, 0.80, ("A100-40GB", "A100 40GB"), (8, 0), "Ampere"),
+        # Spot: RunPod's A100 PCIe 80GB spot/on-demand ratio in its March 2026 price list (spot $1.19,
+        # on-demand $2.10; deploybase.ai "RunPod GPU Pricing", 2026-03-10) applied to our $1.04 seed.
+        # The old seed ($1.14, above on-demand) had no source and sent spot tiers to on-demand.
         GpuInfo(
-            "A100-80GB-PCIe", 80, 1935, False, 1.04, 1.14, ("A100", "A100-80GB", "A100 80GB PCIe"), (8, 0), "Ampere"
+            "A100-80GB-PCIe", 80, 1935, False, 1.04, 0.59, ("A100", "A100-80GB", "A100 80GB PCIe"), (8, 0), "Ampere"
         ),
         GpuInfo("A100-80GB-SXM4", 80, 2039, False, 1.29, 0.99, ("A100-SXM4", "A100 SXM4 80GB"), (8, 0), "Ampere"),
         GpuInfo("A100-40GB-SXM4", 40, 1555, False, 1.29, None, ("A100 SXM4 40GB",), (8, 0), "Ampere"),
@@ -68,6 +71,11 @@ GPUS: dict[str, GpuInfo] = {
         GpuInfo("RTX5090-32GB", 32, 1792, True, 0.69, 0.45, ("RTX5090", "RTX 5090"), (12, 0), "Blackwell"),
     )
 }
+
+
+# GPUs whose spot seed price is NOT below on-demand, each with the source that says so. Empty: every
+# spot seed is below its on-demand seed (checked by tests/unit/sizing/test_catalogue_prices.py).
+SPOT_NOT_CHEAPER_SOURCES: dict[str, str] = {}
 
 
 def _squash(name: str) -> str:
