@@ -61,9 +61,8 @@ class ListingIncomplete(ProviderError):
 
 class BudgetExhausted(RateLimited):
     """Our own request budget for this provider (its documented rate limit) is spent: the request was
-    not sent. Not retried in-call (the wait is often minutes); ``retry_after`` says when it would go."""
-
-    retryable = False
+    not sent. Retryable, but never in-call (the wait is often minutes): the caller tries again on a
+    later tick, after ``retry_after``."""
 
 
 class DeleteDeferred(ProviderError):

@@ -36,6 +36,7 @@ from providers.errors import (
     Transient,
 )
 from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status, shared_status
+from providers.pacing import RequestBudget
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import key_from_name, validate_key
@@ -74,6 +75,10 @@ class SpheronOptions:
     max_wait: float = 30.0
     page_size: int = 100  # rows asked per page (offers and deployments); the server may send fewer
     max_pages: int = 1000  # a bound on one listing; reaching it raises ListingIncomplete, never truncates
+    # Spheron's API reference ("Rate limits"): about 100-250 requests per 15 minutes per IP, and 10
+    # deployment creates per 15 minutes per user. We keep to the low end unless told otherwise.
+    requests_per_15min: int = 100
+    creates_per_15min: int = 10
 
     _ALIASES = {"teamId": "team_id", "sshKeyId": "ssh_key_id", "operatingSystem": "operating_system"}
 
@@ -249,6 +254,18 @@ class SpheronProvider:
                 max_attempts=self.options.max_attempts,
                 max_wait=self.options.max_wait,
                 max_retry_after=self.options.max_wait,
+            ),
+            budgets=(
+                RequestBudget(
+                    clock, self.options.requests_per_15min, 900.0, source="Spheron: 100-250 requests / 15 min / IP"
+                ),
+                RequestBudget(
+                    clock,
+                    self.options.creates_per_15min,
+                    900.0,
+                    applies_to=("POST", "/api/deployments"),
+                    source="Spheron: 10 deployment creates / 15 min / user",
+                ),
             ),
         )
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 import uvicorn
-from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 START_TIMEOUT = 10.0
 
@@ -114,7 +114,7 @@ class LoopbackServer:
     manager it stops when the block ends.
     """
 
-    def __init__(self, app: Starlette):
+    def __init__(self, app: ASGIApp):
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Accepted connections inherit this: without it Nagle + delayed ACK add ~40 ms per response.

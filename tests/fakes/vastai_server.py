@@ -138,6 +138,15 @@ class VastFake:
         machine = self.machines[-1]
         return str(self._new_instance(machine, {"image": "pytorch/pytorch", "label": label, "env": {}}, None)["id"])
 
+    def seed_old(self, count: int) -> None:
+        """``count`` instances someone rented by hand before any of ours (stopped), so ours page last."""
+        machine = self.machines[-1]
+        for i in range(count):
+            inst = self._new_instance(
+                machine, {"image": "pytorch/pytorch", "label": f"old-box-{i:05d}", "env": {}}, None
+            )
+            inst["actual_status"] = inst["cur_state"] = inst["next_state"] = inst["intended_status"] = "stopped"
+
     # ---- the app ---------------------------------------------------------------------------------
     def app(self) -> Starlette:
         return Starlette(

@@ -279,7 +279,7 @@ async def test_list_follows_paginated_deployments(make: Factory, paginate: bool)
 
 
 async def test_list_finds_ours_behind_1200_old_deployments_on_the_last_page(make: Factory) -> None:
-    env = await make()
+    env = await make(requests_per_15min=1000)  # 61 pages a list: more than the default budget allows twice
     offer = await first_offer(env)
     env.fake.seed_old(1200, live_every=100)
     ours = await env.provider.create(spec("sct-last-0001", offer))
@@ -305,7 +305,7 @@ async def test_a_full_page_that_names_no_next_page_is_not_taken_for_the_whole_li
 
 
 async def test_a_list_that_shrinks_while_paging_is_read_again(make: Factory) -> None:
-    env = await make()
+    env = await make(requests_per_15min=1000)
     offer = await first_offer(env)
     env.fake.seed_old(40)
     ours = await env.provider.create(spec("sct-shift-0001", offer))  # the 41st deployment
@@ -350,7 +350,7 @@ async def test_the_key_never_leaks(make: Factory, caplog: pytest.LogCaptureFixtu
 
 # ---- fault injection -----------------------------------------------------------------------------------
 async def test_creates_succeed_through_20_percent_5xx_and_timeouts(make: Factory) -> None:
-    env = await make(timeout=0.2, fake_kwargs={"hang_seconds": 0.5})
+    env = await make(timeout=0.2, creates_per_15min=100, requests_per_15min=1000, fake_kwargs={"hang_seconds": 0.5})
     offer = await first_offer(env)
     env.fake.faults.random_rate = 0.2
     keys = [f"sct-flaky-{i:04d}" for i in range(12)]
@@ -432,3 +432,28 @@ async def test_an_unknown_ssh_key_on_create_is_a_configuration_error_not_a_missi
     finally:
         server.stop()
         os.environ.pop("SCALECTL_TEST_SPHERON_KEY", None)
+
+
+async def test_the_documented_request_budget_is_kept_on_our_side(make: Factory) -> None:
+    env = await make(requests_per_15min=5, fake_kwargs={"rate_limit": (5, 900)})
+    for _ in range(5):
+        await env.provider.list("sct-")
+    sent = env.fake.calls
+    with pytest.raises(RateLimited) as info:
+        await env.provider.list("sct-")
+    assert env.fake.calls == sent == 5  # refused before sending: the fake never answered a 429
+    assert info.value.retryable and info.value.retry_after == pytest.approx(900)
+    assert "5 per 900s" in str(info.value) and "Spheron: 100-250 requests / 15 min / IP" in str(info.value)
+    env.clock.advance(900)
+    await env.provider.list("sct-")  # a new window
+
+
+async def test_creates_keep_to_ten_per_15_minutes(make: Factory) -> None:
+    env = await make(requests_per_15min=1000, fake_kwargs={"create_limit": (10, 900)})
+    offer = await first_offer(env)
+    for i in range(10):
+        await env.provider.create(spec(f"sct-burst-{i:04d}", offer))
+    with pytest.raises(RateLimited, match="10 deployment creates / 15 min"):
+        await env.provider.create(spec("sct-burst-0010", offer))
+    assert len(env.fake.create_bodies) == 10 and env.fake.create_limit is not None
+    assert env.fake.create_limit.refused == 0  # the eleventh never reached the server
