@@ -30,6 +30,7 @@ from providers.errors import (
     BudgetExhausted,
     InstanceNotFound,
     InvalidRequest,
+    ListingIncomplete,
     ProviderError,
     RateLimited,
     Transient,
@@ -279,6 +280,30 @@ class ApiClient:
             with state:
                 return await attempt()
         raise AssertionError("unreachable: tenacity either returns or re-raises")  # pragma: no cover
+
+    def reserve(self, method: str, path: str, requests: int) -> None:
+        """Before a run of ``requests`` calls (the pages of a listing): send nothing and raise
+        ``BudgetExhausted`` unless every budget can fit them all now, so a listing does not spend the
+        budget and still fail half-way. A run larger than a whole window can never fit:
+        ``ListingIncomplete`` says which option to change."""
+        for budget in self.budgets:
+            free = budget.free()
+            if free is None or not budget.applies(method, path) or requests <= free:
+                continue
+            assert budget.limit is not None
+            if requests > budget.limit:
+                raise ListingIncomplete(
+                    f"{method} {path}: a full listing takes {requests} requests, more than the request budget allows "
+                    f"in a whole window ({budget.limit} per {budget.window:g}s); raise the budget or the page size",
+                    provider=self.provider,
+                )
+            budget.refused += 1
+            raise BudgetExhausted(
+                f"{method} {path}: not started, {requests} requests needed and {free} left in the request budget "
+                f"({budget.limit} per {budget.window:g}s{', ' + budget.source if budget.source else ''})",
+                provider=self.provider,
+                retry_after=budget.window,
+            )
 
     def redact(self, text: str) -> str:
         """``text`` with the API key blanked out, for provider text that may echo it."""

@@ -82,6 +82,13 @@ class RequestBudget:
         wait = self._sent[0] + self.window - now if full else 0.0
         return max(0.0, wait, self._blocked_until - now)
 
+    def free(self) -> int | None:
+        """Requests that fit in the window right now (None: no fixed limit)."""
+        if self.limit is None:
+            return None
+        self.remaining()  # drops what left the window
+        return 0 if self._blocked_until > self._clock.monotonic() else max(0, self.limit - len(self._sent))
+
     def mark(self) -> None:
         if self.limit is not None:
             self._sent.append(self._clock.monotonic())

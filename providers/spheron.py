@@ -243,6 +243,7 @@ class SpheronProvider:
         self._key = ApiKey(config)
         self._key.load()  # a missing key fails the build, naming where to put it
         self._team_id = str(self.options.team_id)
+        self._listing_pages = 1  # pages the last full deployment listing took
         self.api = ApiClient(
             provider=self.name,
             base_url=config.base_url or DEFAULT_BASE_URL,
@@ -484,11 +485,14 @@ class SpheronProvider:
         all raise: an instance missing from a listing would be adopted by no one, or created twice.
         """
         params: dict[str, Any] = {"limit": self.options.page_size, "teamId": self._team_id}
+        # As many pages as the last full listing took: start only when the request budget fits them all.
+        self.api.reserve("GET", "/api/deployments", self._listing_pages)
         seen: dict[str, dict[str, Any]] = {}
         first_total: int | None = None
         for page in range(1, self.options.max_pages + 1):
             body = await self.api.request("GET", "/api/deployments", params={**params, "page": page}, retry=False)
             if isinstance(body, list):  # the documented shape: every deployment in one array
+                self._listing_pages = 1
                 return [d for d in body if isinstance(d, dict)]
             if not isinstance(body, dict):
                 raise Transient("GET /api/deployments answered without a JSON list or object", provider=self.name)
@@ -496,6 +500,7 @@ class SpheronProvider:
             for d in rows:
                 seen[str(d.get("id") or d.get("_id") or len(seen))] = d
             paging = _Paging.read(body, asked=self.options.page_size)
+            self._listing_pages = max(self._listing_pages, paging.total_pages or page)  # learnt even if cut short
             first_total = paging.total if page == 1 else first_total
             if paging.total != first_total or (paging.total is not None and len(seen) > paging.total):
                 # Deployments came or went while we paged: rows shifted across pages, one may have

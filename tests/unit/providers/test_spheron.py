@@ -457,3 +457,27 @@ async def test_creates_keep_to_ten_per_15_minutes(make: Factory) -> None:
         await env.provider.create(spec("sct-burst-0010", offer))
     assert len(env.fake.create_bodies) == 10 and env.fake.create_limit is not None
     assert env.fake.create_limit.refused == 0  # the eleventh never reached the server
+
+
+async def test_a_listing_starts_only_when_the_budget_fits_all_its_pages(make: Factory) -> None:
+    env = await make(requests_per_15min=100)
+    env.fake.seed_old(1_010)  # 51 pages of 20
+    await env.provider.list("sct-")  # 51 requests; the next listing is known to need 51 too
+    sent = env.fake.calls
+    with pytest.raises(RateLimited, match="not started, 51 requests needed and 49 left"):
+        await env.provider.list("sct-")
+    assert env.fake.calls == sent  # nothing spent on a listing that could not finish
+    env.clock.advance(900)
+    assert await env.provider.list("sct-") == []
+
+
+async def test_a_listing_larger_than_a_whole_budget_window_is_incomplete_not_retried(make: Factory) -> None:
+    env = await make(requests_per_15min=40, max_pages=1000)
+    env.fake.seed_old(1_010)
+    with pytest.raises(RateLimited):  # cut short after 40 pages, having learnt there are 51
+        await env.provider.list("sct-")
+    env.clock.advance(900)
+    sent = env.fake.calls
+    with pytest.raises(ListingIncomplete, match="takes 51 requests, more than the request budget allows"):
+        await env.provider.list("sct-")
+    assert env.fake.calls == sent
