@@ -37,6 +37,7 @@ from providers.errors import (
 )
 from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status, shared_status
 from providers.pacing import RequestBudget
+from providers.paging import Paging, page_rows
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import key_from_name, validate_key
@@ -354,14 +355,14 @@ class SpheronProvider:
                 raise Transient("GET /api/gpu-offers answered without a JSON object", provider=self.name)
             rows = [g for g in body.get("data") or [] if isinstance(g, dict)]
             groups.extend(rows)
-            if self._is_last(_Paging.read(body, asked=self.options.page_size), page, len(rows), "/api/gpu-offers"):
+            if self._is_last(Paging.read(body, asked=self.options.page_size), page, len(rows), "/api/gpu-offers"):
                 return groups
         raise ListingIncomplete(
             f"GET /api/gpu-offers has more than {self.options.max_pages} pages; raise options.max_pages",
             provider=self.name,
         )
 
-    def _is_last(self, paging: _Paging, page: int, rows: int, path: str) -> bool:
+    def _is_last(self, paging: Paging, page: int, rows: int, path: str) -> bool:
         last = paging.last(page, rows)
         if last is None:
             raise ListingIncomplete(
@@ -496,10 +497,10 @@ class SpheronProvider:
                 return [d for d in body if isinstance(d, dict)]
             if not isinstance(body, dict):
                 raise Transient("GET /api/deployments answered without a JSON list or object", provider=self.name)
-            rows = [d for d in _rows(body) if isinstance(d, dict)]
+            rows = [d for d in page_rows(body) if isinstance(d, dict)]
             for d in rows:
                 seen[str(d.get("id") or d.get("_id") or len(seen))] = d
-            paging = _Paging.read(body, asked=self.options.page_size)
+            paging = Paging.read(body, asked=self.options.page_size)
             self._listing_pages = max(self._listing_pages, paging.total_pages or page)  # learnt even if cut short
             first_total = paging.total if page == 1 else first_total
             if paging.total != first_total or (paging.total is not None and len(seen) > paging.total):
@@ -584,51 +585,6 @@ class SpheronProvider:
         if _CAPACITY_WORDS.search(message):
             return InsufficientCapacity(f"{where}: {message}", provider=self.name)
         return InvalidRequest(f"{where}: HTTP {status}: {message}", provider=self.name)
-
-
-def _rows(body: dict[str, Any]) -> builtins.list[Any]:
-    for field in ("data", "deployments", "items", "results"):
-        rows = body.get(field)
-        if isinstance(rows, list):
-            return rows
-    return []
-
-
-@dataclass(frozen=True, slots=True)
-class _Paging:
-    """What a paged answer says about the pages left: ``totalPages``, ``total``, ``hasMore`` /
-    ``hasNextPage`` (top level or under ``pagination`` / ``meta``), and the page size it used."""
-
-    total_pages: int | None
-    total: int | None
-    has_more: bool | None
-    limit: int
-
-    @classmethod
-    def read(cls, body: dict[str, Any], *, asked: int) -> _Paging:
-        info: dict[str, Any] = dict(body)
-        for nested in ("pagination", "meta"):
-            if isinstance(body.get(nested), dict):
-                info.update(body[nested])
-        more = next((info[k] for k in ("hasMore", "hasNextPage", "has_more") if isinstance(info.get(k), bool)), None)
-        return cls(
-            total_pages=_int(info.get("totalPages", info.get("pages")), default=None),
-            total=_int(info.get("total", info.get("totalCount")), default=None),
-            has_more=more,
-            limit=_int(info.get("limit"), default=None) or asked,
-        )
-
-    def last(self, page: int, rows: int) -> bool | None:
-        """Whether ``page`` (holding ``rows`` rows) is the last one; None when the answer cannot tell."""
-        if self.has_more is not None:
-            return not self.has_more
-        if self.total_pages is not None:
-            return page >= self.total_pages
-        if self.total is not None:
-            return page * self.limit >= self.total
-        if rows < self.limit:
-            return True  # a short page with no paging fields: nothing after it
-        return None
 
 
 def _int(value: Any, default: Any = 0) -> Any:
