@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from controller.signals.spec import SignalsSpec
 from policies.durations import Duration
 from policies.spec import PolicySpec
+from providers.registry import check_options
 from sizing.spec import ServingSpec
 
 # Provider types that work with no configuration block of their own.
@@ -33,6 +34,11 @@ class ProviderEntry(_Strict):
     api_key_env: str | None = None
     api_key_file: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _options_fit_the_type(self) -> ProviderEntry:
+        check_options(self.type, self.options)  # ValueError -> 'provider "x": <what to fix>'
+        return self
 
 
 class TierSpec(_Strict):

@@ -53,6 +53,18 @@ class InvalidRequest(ProviderError):
     """The provider rejected what we asked (unknown GPU or region, bad field). Fix the configuration."""
 
 
+class ListingIncomplete(ProviderError):
+    """The provider would not show every instance (a page cap, a page that came back short or empty,
+    an answer without paging information). Nothing may be adopted, created or deleted on such a view:
+    an instance that is not listed is not gone. Not retried in-call; the next tick asks again."""
+
+
+class BudgetExhausted(RateLimited):
+    """Our own request budget for this provider (its documented rate limit) is spent: the request was
+    not sent. Retryable, but never in-call (the wait is often minutes): the caller tries again on a
+    later tick, after ``retry_after``."""
+
+
 class DeleteDeferred(ProviderError):
     """The provider refuses deletion for now (e.g. a minimum runtime); retry after ``retry_after``."""
 

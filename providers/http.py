@@ -17,7 +17,6 @@ import asyncio
 import email.utils
 import json as jsonlib
 import logging
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -26,7 +25,17 @@ import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from clocks import Clock
-from providers.errors import AuthFailed, InstanceNotFound, InvalidRequest, ProviderError, RateLimited, Transient
+from providers.errors import (
+    AuthFailed,
+    BudgetExhausted,
+    InstanceNotFound,
+    InvalidRequest,
+    ListingIncomplete,
+    ProviderError,
+    RateLimited,
+    Transient,
+)
+from providers.pacing import RATELIMIT_RESET, Pacer, RequestBudget
 from providers.registry import ProviderConfig
 from providers.secrets import MissingCredential, Secret, load_secret
 
@@ -120,9 +129,6 @@ def classify_status(
     return InvalidRequest(detail, provider=provider)
 
 
-_RATELIMIT_RESET = re.compile(r"(?:^|[;,\s])(?:reset|t)\s*=\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
-
-
 def retry_after_from(headers: Mapping[str, str], now: float) -> float | None:
     """Seconds to wait, from ``Retry-After`` (seconds or HTTP date) or the IETF ``RateLimit`` headers.
 
@@ -146,32 +152,10 @@ def retry_after_from(headers: Mapping[str, str], now: float) -> float | None:
             pass
     combined = headers.get("ratelimit")  # draft-ietf-httpapi-ratelimit-headers: 'limit=10, remaining=0, reset=5'
     if combined:
-        found = _RATELIMIT_RESET.search(combined)
+        found = RATELIMIT_RESET.search(combined)
         if found:
             return float(found.group(1))
     return None
-
-
-class Pacer:
-    """Spaces calls at least ``interval`` seconds apart on the injected clock. It waits, never refuses.
-
-    Used where a provider documents a request rate (Lambda: one launch per 12 s): respecting the
-    limit up front beats collecting 429s. ``ApiClient`` marks every pacer of a request at the moment
-    it is sent, so two pacers (all requests, launches) never undercut each other.
-    """
-
-    def __init__(self, clock: Clock, interval: float):
-        self._clock = clock
-        self.interval = interval
-        self._last: float | None = None
-
-    def remaining(self) -> float:
-        if self._last is None:
-            return 0.0
-        return max(0.0, self._last + self.interval - self._clock.monotonic())
-
-    def mark(self) -> None:
-        self._last = self._clock.monotonic()
 
 
 def default_key_env(provider_type: str) -> str:
@@ -232,6 +216,7 @@ class ApiClient:
         retry: RetryPolicy | None = None,
         timeout: float = 30.0,
         pacer: Pacer | None = None,
+        budgets: tuple[RequestBudget, ...] = (),
         user_agent: str = "scalectl",
     ) -> None:
         self.provider = provider
@@ -241,6 +226,7 @@ class ApiClient:
         self._auth_headers = auth_headers
         self._map_error = map_error
         self._pacer = pacer
+        self.budgets = budgets
         self._pace_lock = asyncio.Lock()
         self._jitter = wait_random_exponential(multiplier=self.retry.base_wait, max=self.retry.max_wait)
         self._client = httpx.AsyncClient(
@@ -283,7 +269,10 @@ class ApiClient:
         retrier = AsyncRetrying(
             stop=stop_after_attempt(policy.max_attempts),
             wait=self._wait,
-            retry=retry_if_exception(lambda exc: isinstance(exc, policy.retry_on)),
+            # A spent budget of our own is not retried here: its wait is minutes, the next tick asks again.
+            retry=retry_if_exception(
+                lambda exc: isinstance(exc, policy.retry_on) and not isinstance(exc, BudgetExhausted)
+            ),
             sleep=self.clock.sleep,
             reraise=True,
         )
@@ -291,6 +280,30 @@ class ApiClient:
             with state:
                 return await attempt()
         raise AssertionError("unreachable: tenacity either returns or re-raises")  # pragma: no cover
+
+    def reserve(self, method: str, path: str, requests: int) -> None:
+        """Before a run of ``requests`` calls (the pages of a listing): send nothing and raise
+        ``BudgetExhausted`` unless every budget can fit them all now, so a listing does not spend the
+        budget and still fail half-way. A run larger than a whole window can never fit:
+        ``ListingIncomplete`` says which option to change."""
+        for budget in self.budgets:
+            free = budget.free()
+            if free is None or not budget.applies(method, path) or requests <= free:
+                continue
+            assert budget.limit is not None
+            if requests > budget.limit:
+                raise ListingIncomplete(
+                    f"{method} {path}: a full listing takes {requests} requests, more than the request budget allows "
+                    f"in a whole window ({budget.limit} per {budget.window:g}s); raise the budget or the page size",
+                    provider=self.provider,
+                )
+            budget.refused += 1
+            raise BudgetExhausted(
+                f"{method} {path}: not started, {requests} requests needed and {free} left in the request budget "
+                f"({budget.limit} per {budget.window:g}s{', ' + budget.source if budget.source else ''})",
+                provider=self.provider,
+                retry_after=budget.window,
+            )
 
     def redact(self, text: str) -> str:
         """``text`` with the API key blanked out, for provider text that may echo it."""
@@ -310,7 +323,8 @@ class ApiClient:
         self, method: str, path: str, *, params: Mapping[str, Any] | None, json: Any, pacer: Pacer | None
     ) -> Any:
         headers = dict(self._auth_headers(self._key.load()))  # a missing key fails here, before any call
-        await self._pace([p for p in (self._pacer, pacer) if p is not None])
+        budgets = [b for b in self.budgets if b.applies(method, path)]
+        await self._pace([p for p in (self._pacer, pacer) if p is not None], budgets, f"{method} {path}")
         try:
             response = await self._client.request(method, path, params=params, json=json, headers=headers)
         except httpx.TimeoutException as exc:
@@ -320,6 +334,8 @@ class ApiClient:
             log.warning("%s %s %s: %s", self.provider, method, path, type(exc).__name__)
             raise Transient(f"{method} {path}: {type(exc).__name__}", provider=self.provider) from None
         log.debug("%s %s %s -> %s", self.provider, method, path, response.status_code)
+        for budget in self.budgets:
+            budget.observe(response.headers)
         body = _decode(self.redact(response.text))
         if response.is_success:
             return body
@@ -334,17 +350,30 @@ class ApiClient:
         log.info("%s %s %s -> HTTP %s (%s)", self.provider, method, path, failure.status, type(error).__name__)
         raise error
 
-    async def _pace(self, pacers: list[Pacer]) -> None:
-        """Wait until every pacer allows a call, then mark them all: the request goes out now."""
-        if not pacers:
+    async def _pace(self, pacers: list[Pacer], budgets: list[RequestBudget], what: str) -> None:
+        """Wait until every pacer and budget allows a call, then mark them all: the request goes out now.
+        A budget that would need longer than its ``max_wait`` refuses instead (nothing is sent)."""
+        if not pacers and not budgets:
             return
         async with self._pace_lock:
-            for pacer in pacers:  # time only moves forward, so each stays satisfied once it is
-                delay = pacer.remaining()
+            for budget in budgets:
+                wait = budget.remaining()
+                if wait > budget.max_wait:
+                    budget.refused += 1
+                    limit = f"{budget.limit} per {budget.window:g}s" if budget.limit is not None else "quota"
+                    raise BudgetExhausted(
+                        f"{what}: not sent, the request budget ({limit}"
+                        f"{', ' + budget.source if budget.source else ''}) allows the next in {wait:.0f}s",
+                        provider=self.provider,
+                        retry_after=wait,
+                    )
+            gates: list[Pacer | RequestBudget] = [*pacers, *budgets]
+            for gate in gates:  # time only moves forward, so each stays satisfied once it is
+                delay = gate.remaining()
                 if delay > 0:
                     await self.clock.sleep(delay)
-            for pacer in pacers:
-                pacer.mark()
+            for gate in gates:
+                gate.mark()
 
 
 def _decode(text: str) -> Any:

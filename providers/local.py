@@ -36,7 +36,7 @@ from providers.base import (
     ProviderCapabilities,
     ProviderInstance,
 )
-from providers.errors import InstanceNotFound, InvalidRequest, Transient
+from providers.errors import InstanceNotFound, InvalidRequest, ListingIncomplete, Transient
 from providers.registry import ProviderConfig
 from serving.bootstrap.standin import standin_args
 from sizing.gpus import GPUS, UnknownGpu, normalize_gpu
@@ -190,8 +190,18 @@ class LocalProvider:
             return []
         out = []
         for path in sorted(self._state_dir.glob("*.json")):
-            state = self._read(path.stem)
-            if state is not None and str(state.get("key", "")).startswith(key_prefix):
+            try:
+                state = json.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                continue  # deleted while we listed: gone, not hidden
+            except (OSError, ValueError) as exc:
+                # A state file we cannot read may be a running server: never list around it.
+                raise ListingIncomplete(
+                    f"cannot read {path}: {exc}; fix or remove the file (its server may still run)", provider=self.name
+                ) from None
+            if not isinstance(state, dict):
+                raise ListingIncomplete(f"{path} does not hold a JSON object; fix or remove it", provider=self.name)
+            if str(state.get("key", "")).startswith(key_prefix):
                 out.append(await self._describe(state))
         return out
 

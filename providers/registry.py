@@ -34,8 +34,23 @@ class ProviderConfig:
     options: Mapping[str, Any] = field(default_factory=dict)
 
 
+# type name -> "module:function" that checks a provider's ``options`` when the configuration is loaded
+# (raises ValueError saying what to fix), so a missing option fails `scalectl apply`, not the first create.
+OPTION_CHECKS: dict[str, str] = {
+    "spheron": "providers.spheron:check_options",
+}
+
+
 class UnknownProviderType(ValueError):
     pass
+
+
+def check_options(provider_type: str, options: Mapping[str, Any]) -> None:
+    target = OPTION_CHECKS.get(provider_type)
+    if target is None:
+        return
+    module_name, _, function_name = target.partition(":")
+    getattr(importlib.import_module(module_name), function_name)(options)
 
 
 def adapter_class(type_name: str, *, provider: str | None = None) -> type[Provider]:

@@ -45,6 +45,7 @@ from providers.errors import (
     Transient,
 )
 from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status
+from providers.pacing import RequestBudget
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import validate_key
@@ -165,6 +166,10 @@ class RunPodProvider:
             clock=clock,
             retry=RetryPolicy(max_attempts=self.options.attempts, max_retry_after=self.options.max_retry_after),
             timeout=self.options.timeout,
+            # RunPod's REST v2 publishes no numbers but reports each user's quota on every response
+            # (IETF RateLimit headers, docs.runpod.io/api-reference-v2/rate-limits): once it says none
+            # remain, nothing is sent until its reset.
+            budgets=(RequestBudget(clock, None, 60.0, source="RunPod: RateLimit headers"),),
         )
 
     def __repr__(self) -> str:

@@ -37,10 +37,14 @@ from providers.errors import (
     InstanceNotFound,
     InsufficientCapacity,
     InvalidRequest,
+    ListingIncomplete,
     ProviderError,
     QuotaExceeded,
+    Transient,
 )
 from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status, shared_status
+from providers.pacing import RequestBudget
+from providers.paging import Paging, page_rows
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import key_from_name, validate_key
@@ -70,7 +74,7 @@ _REF_SEP = "|"
 
 @dataclass(frozen=True, slots=True)
 class SpheronOptions:
-    team_id: str | None = None  # required by the API on create; resolved from /api/balance when unset
+    team_id: str | None = None  # the billed team; required (see check_options)
     ssh_key_id: str | None = None  # a key registered in the Spheron dashboard (required on create)
     operating_system: str | None = None  # must be one of an offer's os_options; offers without it are skipped
     provider: str | None = None  # only offers from this upstream provider (e.g. "voltage-park")
@@ -79,19 +83,36 @@ class SpheronOptions:
     timeout: float = 30.0
     max_attempts: int = 4
     max_wait: float = 30.0
-    page_size: int = 50
-    max_pages: int = 40
+    page_size: int = 100  # rows asked per page (offers and deployments); the server may send fewer
+    max_pages: int = 1000  # a bound on one listing; reaching it raises ListingIncomplete, never truncates
+    # Spheron's API reference ("Rate limits"): about 100-250 requests per 15 minutes per IP, and 10
+    # deployment creates per 15 minutes per user. We keep to the low end unless told otherwise.
+    requests_per_15min: int = 100
+    creates_per_15min: int = 10
 
     _ALIASES = {"teamId": "team_id", "sshKeyId": "ssh_key_id", "operatingSystem": "operating_system"}
 
     @classmethod
-    def from_mapping(cls, options: dict[str, Any]) -> SpheronOptions:
+    def from_mapping(cls, options: Mapping[str, Any]) -> SpheronOptions:
         values = {cls._ALIASES.get(k, k): v for k, v in options.items()}
         known = {f.name for f in fields(cls)}
         unknown = set(values) - known
         if unknown:
-            raise ValueError(f"spheron provider: unknown options {sorted(unknown)}; known: {sorted(known)}")
+            raise ValueError(f"unknown options {sorted(unknown)}; known: {sorted(known)}")
+        if not str(values.get("team_id") or "").strip():
+            raise ValueError(MISSING_TEAM)
         return cls(**values)
+
+
+MISSING_TEAM = (
+    "options.team_id is required: every Spheron deployment is billed to a team. Set it to your team id "
+    "(dashboard: Settings -> Team; or the teamId of the current team in GET /api/balance)"
+)
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+    """Configuration-time check of a ``type: spheron`` provider's options; ValueError says what to fix."""
+    SpheronOptions.from_mapping(options)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,10 +244,14 @@ class SpheronProvider:
     def __init__(self, config: ProviderConfig, clock: Clock):
         self.name = config.name
         self.clock = clock
-        self.options = SpheronOptions.from_mapping(dict(config.options))
+        try:
+            self.options = SpheronOptions.from_mapping(config.options)
+        except ValueError as exc:
+            raise ValueError(f"provider {config.name!r} (type spheron): {exc}") from None
         self._key = ApiKey(config)
         self._key.load()  # a missing key fails the build, naming where to put it
-        self._team_id = self.options.team_id
+        self._team_id = str(self.options.team_id)
+        self._listing_pages = 1  # pages the last full deployment listing took
         self.api = ApiClient(
             provider=self.name,
             base_url=config.base_url or DEFAULT_BASE_URL,
@@ -238,6 +263,18 @@ class SpheronProvider:
                 max_attempts=self.options.max_attempts,
                 max_wait=self.options.max_wait,
                 max_retry_after=self.options.max_wait,
+            ),
+            budgets=(
+                RequestBudget(
+                    clock, self.options.requests_per_15min, 900.0, source="Spheron: 100-250 requests / 15 min / IP"
+                ),
+                RequestBudget(
+                    clock,
+                    self.options.creates_per_15min,
+                    900.0,
+                    applies_to=("POST", "/api/deployments"),
+                    source="Spheron: 10 deployment creates / 15 min / user",
+                ),
             ),
         )
 
@@ -252,7 +289,7 @@ class SpheronProvider:
             return []
         found: list[Offer] = []
         regions_seen: set[str] = set()
-        for group in await self._offer_groups():
+        for group in await self._groups_for(want.capacity):
             for raw in group.get("offers") or []:
                 if not isinstance(raw, dict):
                     continue
@@ -260,7 +297,9 @@ class SpheronProvider:
                 offer_gpu = canonical_gpu(group, raw)
                 if offer_gpu != gpu or _int(raw.get("gpuCount")) != want.count:
                     continue
-                found.extend(self._to_offers(group, raw, gpu, want))
+                for offer in self._to_offers(group, raw, gpu, want):
+                    if (offer.offer_id, offer.region) not in {(o.offer_id, o.region) for o in found}:
+                        found.append(offer)
         unknown = [r for r in want.regions if r not in regions_seen]
         if unknown and regions_seen:
             raise InvalidRequest(
@@ -312,19 +351,44 @@ class SpheronProvider:
         await self.api.aclose()
 
     # ---- internals -------------------------------------------------------------------------------
-    async def _offer_groups(self) -> builtins.list[dict[str, Any]]:
+    async def _offer_groups(self, instance_type: str | None) -> builtins.list[dict[str, Any]]:
+        """Every page of ``GET /api/gpu-offers`` (documented: ``page``, ``limit``, ``instanceType``;
+        answers ``{data, total, page, limit, totalPages}``), for one instance type or the default view."""
         groups: list[dict[str, Any]] = []
-        page = 1
-        while page <= self.options.max_pages:
-            body = await self.api.request(
-                "GET", "/api/gpu-offers", params={"page": page, "limit": self.options.page_size}
-            )
+        params: dict[str, Any] = {"limit": self.options.page_size}
+        if instance_type:
+            params["instanceType"] = instance_type
+        for page in range(1, self.options.max_pages + 1):
+            body = await self.api.request("GET", "/api/gpu-offers", params={**params, "page": page})
             if not isinstance(body, dict):
-                break
-            groups.extend(g for g in body.get("data") or [] if isinstance(g, dict))
-            if page >= _int(body.get("totalPages"), default=1):
-                break
-            page += 1
+                raise Transient("GET /api/gpu-offers answered without a JSON object", provider=self.name)
+            rows = [g for g in body.get("data") or [] if isinstance(g, dict)]
+            groups.extend(rows)
+            if self._is_last(Paging.read(body, asked=self.options.page_size), page, len(rows), "/api/gpu-offers"):
+                return groups
+        raise ListingIncomplete(
+            f"GET /api/gpu-offers has more than {self.options.max_pages} pages; raise options.max_pages",
+            provider=self.name,
+        )
+
+    def _is_last(self, paging: Paging, page: int, rows: int, path: str) -> bool:
+        last = paging.last(page, rows)
+        if last is None:
+            raise ListingIncomplete(
+                f"GET {path}: page {page} came back full ({rows} rows) without saying whether more follow "
+                "(no totalPages, total or hasMore): refusing to treat it as the whole list",
+                provider=self.name,
+            )
+        return last
+
+    async def _groups_for(self, capacity: Capacity | None) -> builtins.list[dict[str, Any]]:
+        """Spot offers are only listed when asked for (``instanceType=SPOT``); the default view holds
+        the dedicated, bare-metal and cluster offers."""
+        groups: builtins.list[dict[str, Any]] = []
+        if capacity is not Capacity.SPOT:
+            groups.extend(await self._offer_groups(None))
+        if capacity is not Capacity.ON_DEMAND:
+            groups.extend(await self._offer_groups("SPOT"))
         return groups
 
     def _to_offers(
@@ -388,7 +452,7 @@ class SpheronProvider:
             "instanceType": ref.instance_type,
             "sshKeyId": self.options.ssh_key_id,
             "name": spec.key,
-            "teamId": await self._team(),
+            "teamId": self._team_id,
         }
         if cloud_init:
             body["cloudInit"] = cloud_init
@@ -416,37 +480,57 @@ class SpheronProvider:
             created_at=view.created_at or self.clock.now(),
         )
 
-    async def _team(self) -> str:
-        """The team deployments are billed to: configured, or the account's current team (one call, cached)."""
-        if self._team_id:
-            return self._team_id
-        body = await self.api.request("GET", "/api/balance", retry=False)
-        teams = body.get("teams") if isinstance(body, dict) else None
-        for team in teams or []:
-            if isinstance(team, dict) and team.get("isCurrentTeam") and (team.get("teamId") or team.get("id")):
-                self._team_id = str(team.get("teamId") or team.get("id"))
-                return self._team_id
-        raise InvalidRequest("no current team on /api/balance: set options.team_id", provider=self.name)
-
     async def _list_once(self, key_prefix: str) -> builtins.list[ProviderInstance]:
-        deployments: list[dict[str, Any]] = []
-        params: dict[str, Any] = {"teamId": self._team_id} if self._team_id else {}
-        page = 1
-        while page <= self.options.max_pages:
-            query = {**params, "page": page} if page > 1 else params
-            body = await self.api.request("GET", "/api/deployments", params=query or None, retry=False)
-            if isinstance(body, list):  # the documented shape: a bare array, one page
-                deployments.extend(d for d in body if isinstance(d, dict))
-                break
-            if not isinstance(body, dict):
-                break
-            rows = body.get("data") or body.get("deployments") or []
-            deployments.extend(d for d in rows if isinstance(d, dict))
-            if page >= _int(body.get("totalPages"), default=1):
-                break
-            page += 1
+        deployments = await self._all_deployments()
         views = (self._view(d, key_prefix=key_prefix) for d in deployments)
         return [v for v in views if v.key is not None]
+
+    async def _all_deployments(self) -> builtins.list[dict[str, Any]]:
+        """Every deployment of the team, page after page, or an error: never a partial view.
+
+        Spheron's reference does not say whether ``GET /api/deployments`` pages; accounts with hundreds
+        of deployments get ``{data, page, limit, total, totalPages}`` pages (the envelope of
+        ``/api/gpu-offers``). A bare array is one complete answer. A page that is full but names no
+        further page, a page past which the server stops answering rows, or a total we did not reach
+        all raise: an instance missing from a listing would be adopted by no one, or created twice.
+        """
+        params: dict[str, Any] = {"limit": self.options.page_size, "teamId": self._team_id}
+        # As many pages as the last full listing took: start only when the request budget fits them all.
+        self.api.reserve("GET", "/api/deployments", self._listing_pages)
+        seen: dict[str, dict[str, Any]] = {}
+        first_total: int | None = None
+        for page in range(1, self.options.max_pages + 1):
+            body = await self.api.request("GET", "/api/deployments", params={**params, "page": page}, retry=False)
+            if isinstance(body, list):  # the documented shape: every deployment in one array
+                self._listing_pages = 1
+                return [d for d in body if isinstance(d, dict)]
+            if not isinstance(body, dict):
+                raise Transient("GET /api/deployments answered without a JSON list or object", provider=self.name)
+            rows = [d for d in page_rows(body) if isinstance(d, dict)]
+            for d in rows:
+                seen[str(d.get("id") or d.get("_id") or len(seen))] = d
+            paging = Paging.read(body, asked=self.options.page_size)
+            self._listing_pages = max(self._listing_pages, paging.total_pages or page)  # learnt even if cut short
+            first_total = paging.total if page == 1 else first_total
+            if paging.total != first_total or (paging.total is not None and len(seen) > paging.total):
+                # Deployments came or went while we paged: rows shifted across pages, one may have
+                # slid past us. Offset paging cannot tell which, so read the whole list again.
+                raise Transient(
+                    f"GET /api/deployments: the list changed while paging ({first_total} -> {paging.total})",
+                    provider=self.name,
+                )
+            if self._is_last(paging, page, len(rows), "/api/deployments"):
+                if paging.total is not None and len(seen) < paging.total:
+                    raise ListingIncomplete(
+                        f"GET /api/deployments: {len(seen)} of {paging.total} deployments answered across {page} pages",
+                        provider=self.name,
+                    )
+                return list(seen.values())
+        raise ListingIncomplete(
+            f"GET /api/deployments has more than {self.options.max_pages} pages of {self.options.page_size}; "
+            "raise options.max_pages (or end old deployments) so every deployment is seen",
+            provider=self.name,
+        )
 
     def _view(self, d: dict[str, Any], *, key_prefix: str) -> ProviderInstance:
         raw_status = str(d.get("status") or "")

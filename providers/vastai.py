@@ -37,11 +37,13 @@ from providers.errors import (
     InstanceNotFound,
     InsufficientCapacity,
     InvalidRequest,
+    ListingIncomplete,
     ProviderError,
     QuotaExceeded,
     Transient,
 )
 from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status
+from providers.pacing import Pacer
 from providers.registry import ProviderConfig
 from providers.status import map_status
 from providers.tagging import validate_key
@@ -53,6 +55,7 @@ DEFAULT_BASE_URL = "https://console.vast.ai"
 SEARCH = "/api/v0/bundles/"
 INSTANCES = "/api/v1/instances/"
 PAGE_SIZE = 25  # the v1 list's maximum
+_THRESHOLD = re.compile(r"threshold\s*=\s*(\d+(?:\.\d+)?)")
 MAX_PAGES = 400  # 10,000 instances: a bound, not an expectation
 KEY_ENV = "SCALECTL_KEY"
 CAPACITY_ENV = "SCALECTL_CAPACITY"
@@ -159,6 +162,7 @@ class VastAIProvider:
             retry=RetryPolicy(max_attempts=self.options.attempts, max_retry_after=self.options.max_retry_after),
             timeout=self.options.timeout,
         )
+        self._list_pacer = Pacer(clock, 0.0)  # spacing of list pages; learnt from Vast's 429 threshold
 
     def __repr__(self) -> str:
         return f"VastAIProvider(name={self.name!r})"
@@ -259,7 +263,7 @@ class VastAIProvider:
             params: dict[str, Any] = {"limit": PAGE_SIZE}
             if token:
                 params["after_token"] = token
-            body = await self._http.request("GET", INSTANCES, params=params, retry=False)
+            body = await self._http.request("GET", INSTANCES, params=params, retry=False, pacer=self._list_pacer)
             if not isinstance(body, Mapping):
                 raise Transient("the instance list answered without a JSON object", provider=self.name)
             for row in _list(body.get("instances")):
@@ -267,10 +271,16 @@ class VastAIProvider:
                     view = self._view(row)
                     if view.key is not None and view.key.startswith(key_prefix):
                         views.append(view)
-            token = body.get("next_token") if isinstance(body.get("next_token"), str) else None
+            following = body.get("next_token") if isinstance(body.get("next_token"), str) else None
+            if following and following == token:
+                raise ListingIncomplete("the instance list repeated its page token", provider=self.name)
+            token = following
             if not token:
                 return views
-        raise InvalidRequest(f"the instance list has more than {MAX_PAGES} pages", provider=self.name)
+        raise ListingIncomplete(
+            f"the instance list has more than {MAX_PAGES} pages of {PAGE_SIZE}: not all instances could be seen",
+            provider=self.name,
+        )
 
     async def _find(self, key: str) -> ProviderInstance | None:
         for view in await self._http.retrying(lambda: self._list(key)):
@@ -393,8 +403,22 @@ class VastAIProvider:
             self.name,
             message,
             credential_hint=self._key.hint,
-            rate_limit_wait=self.options.rate_limit_wait,  # Vast's 429 names no wait
+            rate_limit_wait=self._learn_threshold(failure) or self.options.rate_limit_wait,
         )
+
+    def _learn_threshold(self, failure: HttpFailure) -> float | None:
+        """Vast's 429 names no wait in headers, but its text may name the endpoint's minimum interval
+        ("API requests too frequent: endpoint threshold=1.5"): that is the wait, and the instance list
+        then spaces its pages by it."""
+        if failure.status != 429:
+            return None
+        found = _THRESHOLD.search(str(failure.body or ""))
+        if found is None:
+            return None
+        interval = float(found.group(1))
+        if failure.path.startswith(INSTANCES):
+            self._list_pacer.interval = max(self._list_pacer.interval, interval)
+        return interval
 
 
 # ---- small pure helpers --------------------------------------------------------------------------

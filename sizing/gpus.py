@@ -45,8 +45,11 @@ GPUS: dict[str, GpuInfo] = {
     for g in (
         GpuInfo("L40S-48GB", 48, 864, True, 0.72, None, ("L40S",), (8, 9), "Ada"),
         GpuInfo("A100-40GB-PCIe", 40, 1555, False, 0.90, 0.80, ("A100-40GB", "A100 40GB"), (8, 0), "Ampere"),
+        # Spot: RunPod's A100 PCIe 80GB spot/on-demand ratio in its March 2026 price list (spot $1.19,
+        # on-demand $2.10; deploybase.ai "RunPod GPU Pricing", 2026-03-10) applied to our $1.04 seed.
+        # The old seed ($1.14, above on-demand) had no source and sent spot tiers to on-demand.
         GpuInfo(
-            "A100-80GB-PCIe", 80, 1935, False, 1.04, 1.14, ("A100", "A100-80GB", "A100 80GB PCIe"), (8, 0), "Ampere"
+            "A100-80GB-PCIe", 80, 1935, False, 1.04, 0.59, ("A100", "A100-80GB", "A100 80GB PCIe"), (8, 0), "Ampere"
         ),
         GpuInfo("A100-80GB-SXM4", 80, 2039, False, 1.29, 0.99, ("A100-SXM4", "A100 SXM4 80GB"), (8, 0), "Ampere"),
         GpuInfo("A100-40GB-SXM4", 40, 1555, False, 1.29, None, ("A100 SXM4 40GB",), (8, 0), "Ampere"),
@@ -70,11 +73,35 @@ GPUS: dict[str, GpuInfo] = {
 }
 
 
+# GPUs whose spot seed price is NOT below on-demand, each with the source that says so. Empty: every
+# spot seed is below its on-demand seed (checked by tests/unit/sizing/test_catalogue_prices.py).
+SPOT_NOT_CHEAPER_SOURCES: dict[str, str] = {}
+
+
 def _squash(name: str) -> str:
     return re.sub(r"[^a-z0-9]", "", name.lower())
 
 
 _BY_SQUASHED = {_squash(alias): g.name for g in GPUS.values() for alias in (g.name, *g.aliases)}
+
+
+def _tokens(name: str) -> frozenset[str]:
+    """Order-free words of a spelling, "80G" read as "80GB": "A100 80G PCIe" = "a100-pcie-80gb"."""
+    words = re.findall(r"[a-z]+\d*|\d+[a-z]*", name.lower())
+    return frozenset(re.sub(r"^(\d+)g$", r"\1gb", w) for w in words)
+
+
+def _token_index() -> dict[frozenset[str], str]:
+    index: dict[frozenset[str], str] = {}
+    for g in GPUS.values():
+        for alias in (g.name, *g.aliases):
+            tokens = _tokens(alias)
+            if index.setdefault(tokens, g.name) != g.name:
+                raise AssertionError(f"GPU spellings collide: {alias!r} ({g.name}) and {index[tokens]}")
+    return index
+
+
+_BY_TOKENS = _token_index()
 
 
 class UnknownGpu(ValueError):
@@ -83,7 +110,7 @@ class UnknownGpu(ValueError):
 
 def normalize_gpu(name: str) -> str:
     """Canonical name for a GPU spelling ("h100 sxm5" -> "H100-SXM5-80GB"); UnknownGpu lists the options."""
-    found = _BY_SQUASHED.get(_squash(name))
+    found = _BY_SQUASHED.get(_squash(name)) or _BY_TOKENS.get(_tokens(name))
     if found is None:
         raise UnknownGpu(f"unknown GPU {name!r}; known: {', '.join(GPUS)}")
     return found

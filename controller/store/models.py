@@ -133,3 +133,12 @@ class ReplicaRecord(Base):
     started_at: Mapped[float] = mapped_column(Float)
     seen_at: Mapped[float] = mapped_column(Float)
     http: Mapped[str] = mapped_column(String(255), default="")
+
+
+class WebhookSeen(Base):
+    """Webhook requests already accepted, by a digest of their signature (or EventBridge event id): a
+    replay inside the freshness window is refused by every daemon sharing this store. Pruned by age."""
+
+    __tablename__ = "webhook_seen"
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    seen_at: Mapped[float] = mapped_column(Float, index=True)

@@ -72,6 +72,10 @@ def _parse_version(version: ConfigVersion | None) -> FleetConfig | None:
     return parse_config(version.text, f"stored config v{version.version}")
 
 
+class NoticeMismatch(ValueError):
+    """An interruption notice whose provider account or instance id is not the named instance's."""
+
+
 class Store:
     def __init__(self, engine: Engine):
         self.engine = engine
@@ -162,7 +166,10 @@ class Store:
             return failure_history(s, since)
 
     def mark_notice(self, provider: str, provider_id: str | None, key: str | None, now: float) -> str | None:
-        """Record an interruption notice from a webhook; returns the instance key it matched, if any."""
+        """Record an interruption notice from a webhook; returns the instance key it matched, if any.
+
+        A notice naming an instance (by key) of another provider account, or another provider id
+        than the instance has, changes nothing and raises NoticeMismatch."""
         with self.sessions.begin() as s:
             q = select(InstanceRecord).where(InstanceRecord.state.in_(LIVE_STATES))
             if key:
@@ -174,6 +181,11 @@ class Store:
             row = s.scalars(q).first()
             if row is None:
                 return None
+            if row.provider != provider or (provider_id and row.provider_id and row.provider_id != provider_id):
+                raise NoticeMismatch(
+                    f"the notice names {provider} {provider_id or ''}".rstrip()
+                    + f" but instance {row.key} is {row.provider} {row.provider_id or '(not created yet)'}"
+                )
             if row.notice_at is None:
                 row.notice_at = now
                 s.add(

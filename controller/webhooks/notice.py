@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from providers.tagging import validate_key
 
+MAX_JSON_DEPTH = 16  # our notices nest 2 deep, EventBridge events 3; deeper is refused before parsing
 AWS_SPOT_NOTICE_SECONDS = 120.0  # EC2 gives a two-minute warning before reclaiming a spot instance
 SPOT_WARNING = "EC2 Spot Instance Interruption Warning"
 REBALANCE = "EC2 Instance Rebalance Recommendation"
@@ -58,6 +59,7 @@ class InterruptionNotice:
     deadline_epoch: float | None  # when the machine goes, epoch seconds; None: not said
     source: NoticeSource
     issued_epoch: float | None = None  # when the event was emitted (EventBridge ``time``)
+    event_id: str | None = None  # EventBridge's unique event ``id``, what a replay repeats
 
     @property
     def dedupe_key(self) -> str:
@@ -89,10 +91,12 @@ def parse_notice(headers: Mapping[str, str], body: bytes, *, aws_provider: str =
     content_type = {k.lower(): v for k, v in headers.items()}.get("content-type", "application/json")
     if "json" not in content_type.lower():
         raise WebhookRejected(f"expected a JSON body, got content-type {content_type[:60]!r}", 415)
+    if nesting_exceeds(body, MAX_JSON_DEPTH):
+        raise WebhookRejected(f"body nests JSON deeper than {MAX_JSON_DEPTH} levels")
     try:
         doc = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise WebhookRejected(f"body is not valid JSON: {exc}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise WebhookRejected(f"body is not valid JSON: {str(exc)[:120]}") from None
     if not isinstance(doc, dict):
         raise WebhookRejected("body must be a JSON object")
     if "detail-type" in doc or ("source" in doc and "detail" in doc):
@@ -103,6 +107,32 @@ def parse_notice(headers: Mapping[str, str], body: bytes, *, aws_provider: str =
         "unrecognised notice: expected an EventBridge event (with detail-type) or an agent notice (with action)",
         422,
     )
+
+
+def nesting_exceeds(body: bytes, limit: int) -> bool:
+    """Whether JSON text opens more than ``limit`` arrays/objects inside each other (strings skipped).
+
+    Checked before ``json.loads``, whose recursion would otherwise end in RecursionError (a 500)."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    depth, in_string, escaped = 0, False, False
+    for byte in body:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # closing quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return False
 
 
 def _eventbridge(doc: dict[str, Any], provider: str) -> InterruptionNotice:
@@ -120,9 +150,10 @@ def _eventbridge(doc: dict[str, Any], provider: str) -> InterruptionNotice:
     if not isinstance(instance_id, str) or not _EC2_INSTANCE_ID.match(instance_id):
         raise WebhookRejected("EventBridge event: detail.instance-id must be an EC2 instance id like i-0abc12345678")
     issued = _timestamp(doc.get("time"), "EventBridge event: time")
+    event_id = doc.get("id") if isinstance(doc.get("id"), str) and 0 < len(doc["id"]) <= 128 else None
     if kind == REBALANCE:
         return InterruptionNotice(
-            provider, instance_id, None, NoticeAction.REBALANCE, None, NoticeSource.AWS_EVENTBRIDGE, issued
+            provider, instance_id, None, NoticeAction.REBALANCE, None, NoticeSource.AWS_EVENTBRIDGE, issued, event_id
         )
     raw_action = detail.get("instance-action")
     action = _SPOT_ACTIONS.get(raw_action) if isinstance(raw_action, str) else None
@@ -131,7 +162,9 @@ def _eventbridge(doc: dict[str, Any], provider: str) -> InterruptionNotice:
             f"EventBridge event: detail.instance-action {str(raw_action)[:20]!r} is not terminate, stop or hibernate"
         )
     deadline = issued + AWS_SPOT_NOTICE_SECONDS
-    return InterruptionNotice(provider, instance_id, None, action, deadline, NoticeSource.AWS_EVENTBRIDGE, issued)
+    return InterruptionNotice(
+        provider, instance_id, None, action, deadline, NoticeSource.AWS_EVENTBRIDGE, issued, event_id
+    )
 
 
 def _agent(doc: dict[str, Any]) -> InterruptionNotice:

@@ -66,6 +66,11 @@ class ContractHarness(abc.ABC):
     def calls(self) -> int:
         """Backend calls received so far (HTTP requests, API calls)."""
 
+    def seed_old(self, count: int) -> None:
+        """Fill the account with ``count`` instances made (and mostly ended) long before ours, so that
+        ours come last in the provider's listing. Backends that cannot hold that many skip the test."""
+        pytest.skip(f"{type(self).__name__} cannot seed {count} old instances")
+
 
 class ProviderContract:
     """Subclass with a ``harness`` fixture. Tests are async; pytest-asyncio runs them."""
@@ -139,6 +144,15 @@ class ProviderContract:
         assert listed[mine.provider_id].key == f"{harness.key_prefix}list-1"
         assert other_prefix.provider_id not in listed
         assert foreign not in listed
+
+    async def test_list_finds_ours_on_the_last_page_of_an_account_with_over_1000_instances(
+        self, harness: ContractHarness
+    ) -> None:
+        harness.seed_old(1_050)
+        mine = await self._create(harness, f"{harness.key_prefix}last-1")  # the newest: listed last
+        listed = {i.provider_id: i for i in await harness.provider.list(harness.key_prefix)}
+        assert list(listed) == [mine.provider_id]
+        assert listed[mine.provider_id].key == f"{harness.key_prefix}last-1"
 
     async def test_delete_is_idempotent(self, harness: ContractHarness) -> None:
         created = await self._create(harness, f"{harness.key_prefix}del-1")

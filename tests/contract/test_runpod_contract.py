@@ -57,6 +57,9 @@ class RunPodHarness(ContractHarness):
     def calls(self) -> int:
         return self.fake.calls
 
+    def seed_old(self, count: int) -> None:
+        self.fake.seed_old(count)
+
     async def launch(self, key: str) -> ProviderInstance:
         offers = await self.provider.offers(GpuRequest(gpu=self.gpu, capacity=self.capacity))
         spec = LaunchSpec(key=key, tier="t", offer=offers[0], capacity=self.capacity, server=SERVER)

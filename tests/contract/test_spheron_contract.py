@@ -45,6 +45,9 @@ class SpheronHarness(ContractHarness):
     def calls(self) -> int:
         return self.fake.calls
 
+    def seed_old(self, count: int) -> None:
+        self.fake.seed_old(count, live_every=50)
+
 
 async def spheron_harness(monkeypatch: pytest.MonkeyPatch, capacity: Capacity) -> AsyncIterator[SpheronHarness]:
     monkeypatch.setenv("SCALECTL_SPHERON_API_KEY", API_KEY)
@@ -55,7 +58,16 @@ async def spheron_harness(monkeypatch: pytest.MonkeyPatch, capacity: Capacity) -
         name="spheron",
         type="spheron",
         base_url=server.url,
-        options={"team_id": TEAM_ID, "ssh_key_id": SSH_KEY_ID, "page_size": 2, "max_attempts": 4},
+        # Pages of 20 (the fake's maximum): listings of the 1,050-deployment account page 53 times. The
+        # clock does not move during a contract test, so the documented request budget (kept in the
+        # unit tests) is raised here.
+        options={
+            "team_id": TEAM_ID,
+            "ssh_key_id": SSH_KEY_ID,
+            "page_size": 20,
+            "max_attempts": 4,
+            "requests_per_15min": 10_000,
+        },
     )
     provider = SpheronProvider(config, clock)
     try:

@@ -56,6 +56,9 @@ class VastHarness(ContractHarness):
     def calls(self) -> int:
         return self.fake.calls
 
+    def seed_old(self, count: int) -> None:
+        self.fake.seed_old(count)
+
 
 @pytest.fixture(scope="module")
 def vast_fake() -> Iterator[tuple[VastFake, str]]:

@@ -124,3 +124,16 @@ async def test_offers(tmp_path: Path) -> None:
     everything = await _provider(tmp_path).offers(GpuRequest(""))
     assert len(everything) == len(GPUS)
     assert await _provider(tmp_path).offers(GpuRequest("TPU")) == []
+
+
+async def test_an_unreadable_state_file_fails_the_listing_instead_of_hiding_its_server(tmp_path: Path) -> None:
+    from providers.errors import ListingIncomplete
+
+    provider = _provider(tmp_path)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "loc-00000001.json").write_text('{"key": "sc-chat-1", "pid": ', encoding="utf-8")  # torn write
+    with pytest.raises(ListingIncomplete, match=r"loc-00000001\.json"):
+        await provider.list("sc-")
+    (state / "loc-00000001.json").unlink()
+    assert await provider.list("sc-") == []

@@ -10,11 +10,12 @@ from __future__ import annotations
 import random
 import socket
 import threading
+from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
 import uvicorn
-from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 START_TIMEOUT = 10.0
 
@@ -80,6 +81,32 @@ class FaultPlan:
         return None
 
 
+class WindowLimit:
+    """A provider's documented request limit: at most ``limit`` requests in any ``window`` seconds,
+    on the fake's injected clock. ``take()`` counts a request, or returns the seconds until one is
+    allowed (what the fake puts in its 429's Retry-After)."""
+
+    def __init__(self, clock: object, limit: int, window: float):
+        self._clock = clock
+        self.limit = limit
+        self.window = window
+        self._sent: deque[float] = deque()
+        self.refused = 0
+
+    def take(self) -> float | None:
+        now = float(self._clock.monotonic())  # type: ignore[attr-defined]
+        while self._sent and self._sent[0] <= now - self.window:
+            self._sent.popleft()
+        if len(self._sent) >= self.limit:
+            self.refused += 1
+            return max(0.0, self._sent[0] + self.window - now)
+        self._sent.append(now)
+        return None
+
+    def remaining(self) -> int:
+        return max(0, self.limit - len(self._sent))
+
+
 class LoopbackServer:
     """Serve ``app`` on 127.0.0.1 at a free port from a background thread.
 
@@ -87,7 +114,7 @@ class LoopbackServer:
     manager it stops when the block ends.
     """
 
-    def __init__(self, app: Starlette):
+    def __init__(self, app: ASGIApp):
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Accepted connections inherit this: without it Nagle + delayed ACK add ~40 ms per response.

@@ -28,7 +28,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tests.fakes import Fault, FaultPlan, LoopbackServer
+from tests.fakes import Fault, FaultPlan, LoopbackServer, WindowLimit
 
 NO_CAPACITY = (
     "There are no longer any instances available with the requested specifications. Please refresh and try again."
@@ -95,6 +95,12 @@ class RunPodFake:
     extra_fields: bool = True  # answer with fields the adapter has never seen
     capacity_failures: int = 0
     lost_creates: int = 0  # creates that succeed here but whose answer never reaches the client
+    # RunPod's REST v2 limits each user per minute, hour and day and says so on every authenticated
+    # response (docs.runpod.io/api-reference-v2/rate-limits: IETF ``RateLimit-Policy`` ``q``/``w`` and
+    # ``RateLimit`` ``r``/``t``; 429 when a window runs out). The numbers are not published; a test
+    # passes its own (requests, window seconds) and a clock. Off by default.
+    quota: tuple[int, float] | None = None
+    clock: Any = None
     _rng: random.Random = field(default_factory=lambda: random.Random(42))
 
     # ---- controls used by tests ------------------------------------------------------------------
@@ -106,6 +112,7 @@ class RunPodFake:
         self.log.clear()
         self.capacity_failures = 0
         self.lost_creates = 0
+        self.quota, self._quota_window = None, None
 
     @property
     def calls(self) -> int:
@@ -146,8 +153,8 @@ class RunPodFake:
         self.pods[pod_id]["status"] = raw
 
     # ---- the app ---------------------------------------------------------------------------------
-    def app(self) -> Starlette:
-        return Starlette(
+    def app(self) -> Any:
+        app = Starlette(
             routes=[
                 Route("/v2/pods", self._pods, methods=["GET", "POST"]),
                 Route("/v2/pods/{pod_id}", self._pod, methods=["GET", "DELETE"]),
@@ -155,11 +162,63 @@ class RunPodFake:
             ]
         )
 
+        async def with_quota_headers(scope: Any, receive: Any, send: Any) -> None:
+            async def send_with_headers(message: Any) -> None:
+                if message["type"] == "http.response.start" and self.quota is not None:
+                    names = {k.lower() for k, _ in message.get("headers", [])}
+                    if b"ratelimit" not in names:
+                        extra = [(k.lower().encode(), v.encode()) for k, v in self._quota_headers().items()]
+                        message = {**message, "headers": [*message.get("headers", []), *extra]}
+                await send(message)
+
+            await app(scope, receive, send_with_headers)
+
+        return with_quota_headers
+
+    def seed_old(self, count: int) -> None:
+        """``count`` pods someone made by hand and stopped long ago (EXITED), before any of ours."""
+        for i in range(count):
+            pod = self._new_pod(
+                f"old-notebook-{i:05d}",
+                "nginx:latest",
+                {"id": "NVIDIA L40S", "count": 1},
+                "SECURE",
+                None,
+                {},
+                ["80/http"],
+            )
+            pod["status"] = "EXITED"
+
+    def _quota_headers(self) -> dict[str, str]:
+        if self._window is None or self.quota is None:
+            return {}
+        limit, window = self.quota
+        reset = (
+            int(window)
+            if not self._window._sent
+            else max(1, int(self._window._sent[0] + window - self.clock.monotonic()))
+        )
+        return {
+            "RateLimit-Policy": f'"minute";q={limit};w={int(window)}',
+            "RateLimit": f'"minute";r={self._window.remaining()};t={reset}',
+        }
+
+    @property
+    def _window(self) -> WindowLimit | None:
+        if self.quota is None:
+            return None
+        if getattr(self, "_quota_window", None) is None:
+            self._quota_window = WindowLimit(self.clock, *self.quota)
+        return self._quota_window
+
     async def _gate(self, request: Request) -> Response | None:
         """Count the call, check the key, apply any injected fault. A response here ends the request."""
         self.log.append((request.method, request.url.path, request.url.query))
         if request.headers.get("authorization") != f"Bearer {self.api_key}":
             return _problem(401, "Unauthorized", "invalid or missing API key")
+        if self._window is not None and (wait := self._window.take()) is not None:
+            headers = {**self._quota_headers(), "Retry-After": str(max(1, int(wait)))}
+            return _problem(429, "Too Many Requests", "rate limit exceeded", headers=headers)
         fault = self.faults.next_fault(request.method, request.url.path)
         if fault is None:
             return None

@@ -8,8 +8,21 @@ Errors are ``{"error": ..., "message": ..., "code": ...}``; 429 carries ``Retry-
 ``timeRemaining`` (minutes). Deployments go ``deploying`` -> ``running`` on command; spot ones can
 be preempted to ``terminated-provider``. Time comes from the injected clock.
 
-Where the public documentation is silent (the body of a capacity refusal, whether the deployment
-list pages) the fake picks one plausible shape and the adapter accepts the alternatives too.
+Limits (docs.spheron.ai/api-reference, "Rate limits"): about 100-250 requests per 15 minutes per IP
+and 10 deployment creates per 15 minutes per user; over either the fake answers 429 with
+``Retry-After`` and ``{"error", "code": "RATE_LIMIT_EXCEEDED", "retryAfter"}``. Both are opt-in
+(``rate_limit=(250, 900)``, ``create_limit=(10, 900)``) because most tests run many ticks in a
+few simulated seconds.
+
+``GET /api/gpu-offers`` follows the reference: ``page``/``limit`` (default 10), ``instanceType`` filter;
+SPOT offers only appear when ``instanceType=SPOT`` is asked for (what a spot tier saw against the API:
+the default view holds dedicated, bare-metal and cluster offers).
+
+Where the public documentation is silent the fake picks one plausible shape and the adapter accepts
+the alternatives too: the body of a capacity refusal; ``GET /api/deployments`` pages with the
+gpu-offers envelope (``{data, total, page, limit, totalPages}``), ``limit`` capped at 20 a page (an
+account with 820 deployments needed 41 pages), oldest first; ``paginate_deployments=False`` answers
+the bare array of the reference's example instead.
 """
 
 from __future__ import annotations
@@ -29,7 +42,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from clocks import Clock
-from tests.fakes import Fault, FaultPlan, LoopbackServer
+from tests.fakes import Fault, FaultPlan, LoopbackServer, WindowLimit
 
 API_KEY = "sai_pk_fake_spheron_key_0123456789"
 TEAM_ID = "team-7f3a"
@@ -188,7 +201,11 @@ class FakeSpheron:
         *,
         api_key: str = API_KEY,
         minimum_runtime_minutes: int = 20,
-        paginate_deployments: bool = False,
+        paginate_deployments: bool = True,
+        deployments_page_max: int = 20,
+        paging_fields: bool = True,  # False: pages carry only ``data`` (a server that hides how many follow)
+        rate_limit: tuple[int, float] | None = None,  # (requests, seconds), e.g. (250, 900)
+        create_limit: tuple[int, float] | None = None,  # (creates, seconds), e.g. (10, 900)
         hang_seconds: float = 0.5,
         extra_fields: bool = False,
         ip_address: str | None = None,  # every deployment's IP (e.g. 127.0.0.1 in front of a stand-in)
@@ -198,6 +215,11 @@ class FakeSpheron:
         self.api_key = api_key
         self.minimum_runtime_minutes = minimum_runtime_minutes
         self.paginate_deployments = paginate_deployments
+        self.deployments_page_max = deployments_page_max
+        self.paging_fields = paging_fields
+        self.before_list_page: Callable[[int], None] | None = None  # test hook: runs before page N is served
+        self.rate_limit = WindowLimit(clock, *rate_limit) if rate_limit else None
+        self.create_limit = WindowLimit(clock, *create_limit) if create_limit else None
         self.hang_seconds = hang_seconds
         self.extra_fields = extra_fields
         self.catalogue = default_catalogue()
@@ -252,6 +274,16 @@ class FakeSpheron:
             raw = self.catalogue[2]["offers"][0]
             return self._new_deployment(name, raw, raw["clusters"][0], raw["instanceType"])["id"]
 
+    def seed_old(self, count: int, *, live_every: int = 0) -> None:
+        """``count`` deployments made by hand long ago (terminated; every ``live_every``-th still running),
+        named like a person would, so ours land on the last page of the list."""
+        with self.lock:
+            raw = self.catalogue[2]["offers"][0]
+            for i in range(count):
+                d = self._new_deployment(f"old-notebook-{i:05d}", raw, raw["clusters"][0], raw["instanceType"])
+                running = live_every and i % live_every == 0
+                d["status"] = "running" if running else "terminated"
+
     def live(self) -> list[dict[str, Any]]:
         with self.lock:
             return [copy.deepcopy(d) for d in self.deployments.values() if d["status"] in ("deploying", "running")]
@@ -267,9 +299,11 @@ class FakeSpheron:
                 fault = self.faults.next_fault(request.method, request.url.path, is_create=is_create)
             if fault is Fault.SERVER_ERROR:
                 return JSONResponse({"error": "Internal server error", "code": "INTERNAL_ERROR"}, 503)
-            if fault is Fault.RATE_LIMITED:
-                body = {"error": "Too many requests", "code": "RATE_LIMIT_EXCEEDED", "retryAfter": 30}
-                return JSONResponse(body, 429, headers={"Retry-After": "30"})
+            wait = self._throttle(is_create)
+            if fault is Fault.RATE_LIMITED or wait is not None:
+                seconds = max(1, math.ceil(wait if wait is not None else 30))
+                body = {"error": "Too many requests", "code": "RATE_LIMIT_EXCEEDED", "retryAfter": seconds}
+                return JSONResponse(body, 429, headers={"Retry-After": str(seconds)})
             if fault is Fault.AUTH or not self._authorised(request):
                 return JSONResponse({"error": "Unauthorized", "message": "Invalid or missing API key"}, 401)
             if fault is Fault.NO_CAPACITY:
@@ -280,6 +314,15 @@ class FakeSpheron:
             return response
 
         return endpoint
+
+    def _throttle(self, is_create: bool) -> float | None:
+        with self.lock:
+            for limit in (self.rate_limit, self.create_limit if is_create else None):
+                if limit is not None:
+                    wait = limit.take()
+                    if wait is not None:
+                        return wait
+        return None
 
     def _authorised(self, request: Request) -> bool:
         header = request.headers.get("authorization")
@@ -355,10 +398,12 @@ class FakeSpheron:
         wanted_type = request.query_params.get("instanceType")
         with self.lock:
             groups = copy.deepcopy(self.catalogue)
-        if wanted_type:
-            for g in groups:
+        for g in groups:
+            if wanted_type:
                 g["offers"] = [o for o in g["offers"] if o["instanceType"] == wanted_type]
-            groups = [g for g in groups if g["offers"]]
+            else:  # the default view: no spot offers unless asked for
+                g["offers"] = [o for o in g["offers"] if o["instanceType"] != "SPOT"]
+        groups = [g for g in groups if g["offers"]]
         if self.extra_fields:
             for g in groups:
                 g["newGroupField"] = "x"
@@ -431,13 +476,25 @@ class FakeSpheron:
             return JSONResponse(self._view(d), 201)
 
     async def _list(self, request: Request) -> Response:
+        if self.before_list_page is not None:
+            self.before_list_page(max(1, int(request.query_params.get("page", 1))))
         with self.lock:
             rows = [self._view(d) for d in self.deployments.values()]
         if not self.paginate_deployments:
             return JSONResponse(rows)
-        page, limit = max(1, int(request.query_params.get("page", 1))), 2
+        page = max(1, int(request.query_params.get("page", 1)))
+        limit = min(self.deployments_page_max, max(1, int(request.query_params.get("limit", 10))))
         pages = max(1, math.ceil(len(rows) / limit))
-        return JSONResponse({"data": rows[(page - 1) * limit : page * limit], "page": page, "totalPages": pages})
+        body = {
+            "data": rows[(page - 1) * limit : page * limit],
+            "total": len(rows),
+            "page": page,
+            "limit": limit,
+            "totalPages": pages,
+        }
+        if not self.paging_fields:
+            body = {"data": body["data"]}
+        return JSONResponse(body)
 
     async def _get(self, request: Request) -> Response:
         with self.lock:

@@ -93,10 +93,23 @@ class VastFake:
     queries: list[dict[str, Any]] = field(default_factory=list)  # search bodies, as received
     lost_rents: int = 0  # rentals that succeed here but whose answer never reaches the client
     extra_fields: bool = True
+    # Vast enforces "a minimum interval between requests for a given endpoint and identity"
+    # (docs.vast.ai/api-reference/rate-limits-and-errors) without publishing it: a test passes its own
+    # seconds and a clock; a request too soon gets the documented plain-text 429, no Retry-After.
+    min_interval: float | None = None
+    clock: Any = None
     _next_id: int = 30_000_000
 
     # ---- controls used by tests ------------------------------------------------------------------
+    @property
+    def _last_by_endpoint(self) -> dict[tuple[str, str], float]:
+        if not hasattr(self, "_endpoint_times"):
+            self._endpoint_times: dict[tuple[str, str], float] = {}
+        return self._endpoint_times
+
     def reset(self) -> None:
+        self._last_by_endpoint.clear()
+        self.min_interval = None
         self.machines = _machines()
         self.instances.clear()
         self.faults.clear()
@@ -138,6 +151,15 @@ class VastFake:
         machine = self.machines[-1]
         return str(self._new_instance(machine, {"image": "pytorch/pytorch", "label": label, "env": {}}, None)["id"])
 
+    def seed_old(self, count: int) -> None:
+        """``count`` instances someone rented by hand before any of ours (stopped), so ours page last."""
+        machine = self.machines[-1]
+        for i in range(count):
+            inst = self._new_instance(
+                machine, {"image": "pytorch/pytorch", "label": f"old-box-{i:05d}", "env": {}}, None
+            )
+            inst["actual_status"] = inst["cur_state"] = inst["next_state"] = inst["intended_status"] = "stopped"
+
     # ---- the app ---------------------------------------------------------------------------------
     def app(self) -> Starlette:
         return Starlette(
@@ -155,6 +177,14 @@ class VastFake:
         given = request.headers.get("authorization", "").removeprefix("Bearer ") or request.query_params.get("api_key")
         if given != self.api_key:
             return _error(401, "auth_error", "Invalid user key")
+        if self.min_interval is not None:
+            endpoint, now = (request.method, request.url.path.rstrip("/").rsplit("/", 1)[0]), self.clock.monotonic()
+            last = self._last_by_endpoint.get(endpoint)
+            if last is not None and now - last < self.min_interval:
+                return PlainTextResponse(
+                    f"API requests too frequent: endpoint threshold={self.min_interval:g}", status_code=429
+                )
+            self._last_by_endpoint[endpoint] = now
         fault = self.faults.next_fault(request.method, request.url.path)
         if fault is None:
             return None

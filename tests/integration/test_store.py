@@ -103,3 +103,58 @@ def test_prune_keeps_recent_history(any_engine: Engine, days: int) -> None:
             s.add(DecisionRecord(tier="web", t=t, current=1, desired=1, reason="x", signals={}))
     assert store.prune(before=86400.0 * days - 1) == 1
     assert [d.t for d in store.decisions("web")] == [86400.0 * days]
+
+
+def _ready_instance(key: str, provider: str, provider_id: str) -> InstanceRecord:
+    return InstanceRecord(
+        key=key,
+        tier="web",
+        state="ready",
+        provider=provider,
+        provider_id=provider_id,
+        offer_id="o",
+        gpu="H100-SXM5-80GB",
+        gpu_count=1,
+        region="r",
+        capacity="spot",
+        price_per_hour=0.99,
+        created_at=1.0,
+        updated_at=1.0,
+    )
+
+
+def test_a_notice_from_another_provider_account_or_for_another_instance_changes_nothing(any_engine: Engine) -> None:
+    from controller.store.repository import NoticeMismatch
+
+    migrate.upgrade(any_engine)
+    store = Store(any_engine)
+    store.apply_config(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", 1.0)
+    with store.sessions.begin() as s:
+        s.add(_ready_instance("sc-web-00000002", "spheron-a", "dep-7"))
+    for provider, provider_id in (("spheron-b", None), ("spheron-b", "dep-7"), ("spheron-a", "dep-8")):
+        with pytest.raises(NoticeMismatch):
+            store.mark_notice(provider, provider_id, "sc-web-00000002", 5.0)
+    assert store.instances("web")[0].notice_at is None
+    assert not any(e.kind == "interruption-notice" for e in store.events("web"))
+    assert store.mark_notice("spheron-a", "dep-7", "sc-web-00000002", 6.0) == "sc-web-00000002"
+    assert store.instances("web")[0].notice_at == 6.0
+
+
+def test_seen_webhook_requests_are_shared_claimed_once_and_pruned_by_age(any_engine: Engine) -> None:
+    from sqlalchemy import func, select
+
+    from controller.store.models import WebhookSeen
+    from controller.store.seen_requests import SeenRequests
+
+    migrate.upgrade(any_engine)
+    one, two = (SeenRequests(Store(any_engine).sessions, keep_for=600.0) for _ in range(2))  # two daemons
+    assert one.claim("a" * 64, 1000.0) is True
+    assert two.claim("a" * 64, 1001.0) is False  # the other daemon sees the first one's claim
+    one.release("a" * 64)
+    assert two.claim("a" * 64, 1002.0) is True
+    for i in range(50):
+        assert one.claim(f"{i:064d}", 1100.0 + i) is True
+    assert two.claim("b" * 64, 1100.0 + 600.0 + 25.5) is True  # prunes everything older than 10 minutes
+    with Store(any_engine).sessions() as s:
+        assert s.scalar(select(func.count()).select_from(WebhookSeen)) == 24 + 1
+    assert one.claim("a" * 64, 1100.0 + 700.0) is True  # long gone from the table: its timestamp guards it now

@@ -11,6 +11,7 @@ import pytest
 
 from controller.backtest import BacktestInputError, run_backtest, run_backtest_file, tier_price_per_hour
 from controller.config import ConfigError, FleetConfig, load_config, parse_config
+from sizing.gpus import gpu_info
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_TIERS = REPO / "examples" / "tiers.yaml"
@@ -153,11 +154,12 @@ def test_time_going_backwards_within_a_tier_is_refused_but_other_tiers_may_inter
 
 
 def test_budget_clamp_uses_catalogue_price_spot_for_spot_tiers() -> None:
-    text = TIERS.replace("max: 50", "max: 50\n    budget_per_hour: 2.2").replace(
+    text = TIERS.replace("max: 50", "max: 50\n    budget_per_hour: 1.5").replace(
         "max: 20", "max: 20\n    budget_per_hour: 5.0"
     )
     cfg = config(text)
-    assert tier_price_per_hour(cfg.tiers["batch"]) == pytest.approx(1.14)  # A100 80GB PCIe spot
+    spot, on_demand = gpu_info("A100-80GB-PCIe").spot_per_hour, gpu_info("A100-80GB-PCIe").on_demand_per_hour
+    assert spot is not None and tier_price_per_hour(cfg.tiers["batch"]) == pytest.approx(spot)  # A100 PCIe spot
     assert tier_price_per_hour(cfg.tiers["chat"]) == pytest.approx(2.40)
     out = run_backtest(
         cfg,
@@ -169,8 +171,9 @@ def test_budget_clamp_uses_catalogue_price_spot_for_spot_tiers() -> None:
         ),
         "timeline.jsonl",
     )
-    assert out[1]["desired"] == 1  # floor(2.2 / 1.14); on-demand 1.04 would have allowed 2
-    assert "budget $2.2/h ÷ $1.14/h" in out[1]["reason"]
+    assert int(1.5 // on_demand) == 1  # the on-demand price would have allowed only one...
+    assert out[1]["desired"] == int(1.5 // spot) == 2  # ...the spot price allows two
+    assert f"budget $1.5/h ÷ ${spot:g}/h" in out[1]["reason"]
     assert out[3]["desired"] == 2  # floor(5 / 2.40)
 
 

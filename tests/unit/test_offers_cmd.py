@@ -58,7 +58,7 @@ def tiers(
     path.write_text(
         f"""
 providers:
-  sph: {{type: spheron, base_url: "{spheron[1]}", api_key_env: {SPHERON_ENV}}}
+  sph: {{type: spheron, base_url: "{spheron[1]}", api_key_env: {SPHERON_ENV}, options: {{team_id: team-7f3a}}}}
   vast: {{type: vastai, base_url: "{vast[1]}", api_key_env: {VAST_ENV}}}
   rp: {{type: runpod, base_url: "http://127.0.0.1:9", api_key_env: {RUNPOD_ENV}}}
   lam: {{type: lambda, base_url: "http://127.0.0.1:9", api_key_env: {LAMBDA_ENV}}}

@@ -348,3 +348,28 @@ def test_registered() -> None:
 def test_unknown_option_is_refused_with_the_known_ones() -> None:
     with pytest.raises(ValueError, match="known:"):
         RunPodProvider(ProviderConfig(name="rp", type="runpod", options={"colud": "SECURE"}), FakeClock())
+
+
+async def test_the_quota_runpod_reports_in_its_ratelimit_headers_is_kept(fake: RunPodFake, url: str) -> None:
+    clock = FakeClock()
+    fake.quota, fake.clock = (3, 60.0), clock
+    provider = make(url, clock)
+    try:
+        for _ in range(3):
+            await provider.list("sct-")
+        assert fake.calls == 3
+        with pytest.raises(RateLimited) as info:
+            await provider.list("sct-")  # the third answer said r=0: the fourth is not sent
+        assert fake.calls == 3 and info.value.retryable and info.value.retry_after == pytest.approx(60)
+        clock.advance(60)
+        await provider.list("sct-")
+        assert fake.calls == 4
+    finally:
+        fake.quota = None
+        await provider.aclose()
+
+
+async def test_list_returns_ours_among_2000_stopped_pods(fake: RunPodFake, rp: RunPodProvider) -> None:
+    fake.seed_old(2_000)
+    created = await rp.create(spec("sct-many-0001", await offer(rp, Capacity.ON_DEMAND), Capacity.ON_DEMAND))
+    assert [i.provider_id for i in await rp.list("sct-many-")] == [created.provider_id]

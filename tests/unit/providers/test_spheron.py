@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+import yaml
 
 from clocks import FakeClock
 from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
@@ -16,6 +17,7 @@ from providers.errors import (
     DeleteDeferred,
     InsufficientCapacity,
     InvalidRequest,
+    ListingIncomplete,
     ProviderError,
     RateLimited,
 )
@@ -76,7 +78,7 @@ async def test_offers_follow_pagination_and_price_the_whole_offer(make: Factory)
     env = await make(page_size=1)
     eight = await env.provider.offers(GpuRequest(gpu="H100-SXM5-80GB", count=8))
     pages = [p for m, p in env.fake.requests if p == "/api/gpu-offers"]
-    assert len(pages) == 4  # four groups, one per page
+    assert len(pages) == 4 + 2  # four groups in the default view and two under instanceType=SPOT, one a page
     assert {o.region for o in eight} == {"FIN-01", "FIN-02"}
     assert all(o.on_demand_per_hour == 19.20 and o.gpu_count == 8 for o in eight)
     # offers on a later page are found too (RTX 4090 is the third group)
@@ -158,13 +160,48 @@ def test_cloud_config_is_translated_and_unsupported_keys_refused() -> None:
         cloud_init_payload(CloudConfig({"users": [], "runcmd": [["echo", "ok"]]}), provider="spheron")
 
 
-async def test_team_is_resolved_once_when_not_configured(make: Factory) -> None:
-    env = await make(team_id=None)
-    offer = await first_offer(env)
-    await env.provider.create(spec("sct-team-0001", offer))
-    await env.provider.create(spec("sct-team-0002", offer))
-    assert [p for _, p in env.fake.requests].count("/api/balance") == 1
-    assert env.fake.create_bodies[-1]["teamId"] == TEAM_ID
+@pytest.mark.parametrize("team", [None, "", "  "])
+def test_a_missing_team_id_fails_the_configuration_naming_file_field_and_fix(team: str | None) -> None:
+    from controller.config import ConfigError, parse_config
+
+    options = {"ssh_key_id": SSH_KEY_ID} if team is None else {"ssh_key_id": SSH_KEY_ID, "team_id": team}
+    text = yaml.safe_dump(
+        {
+            "providers": {"sph": {"type": "spheron", "options": options}},
+            "tiers": {"web": {"capacity": "spot", "gpu": "H100", "providers": ["sph"]}},
+        }
+    )
+    with pytest.raises(ConfigError) as info:
+        parse_config(text, "tiers.yaml")
+    message = str(info.value)
+    assert message.startswith("tiers.yaml: ") and 'provider "sph"' in message
+    assert "options.team_id is required" in message and "GET /api/balance" in message
+
+
+async def test_a_missing_team_id_fails_building_the_adapter_before_any_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ENV, API_KEY)
+    config = ProviderConfig(name="sph", type="spheron", base_url="http://127.0.0.1:9", options={"ssh_key_id": "k"})
+    with pytest.raises(ValueError, match=r"provider 'sph' \(type spheron\): options\.team_id is required"):
+        build_provider(config, FakeClock())
+
+
+async def test_spot_tiers_ask_for_spot_offers_which_the_default_view_hides(make: Factory) -> None:
+    env = await make()
+    spot = await env.provider.offers(GpuRequest(gpu="RTX 4090", capacity=Capacity.SPOT))
+    assert [(o.spot_per_hour, o.on_demand_per_hour) for o in spot] == [(0.25, None)]
+    on_demand = await env.provider.offers(GpuRequest(gpu="RTX 4090", capacity=Capacity.ON_DEMAND))
+    assert [(o.spot_per_hour, o.on_demand_per_hour) for o in on_demand] == [(None, 0.39)]
+
+
+@pytest.mark.parametrize("spelling", ["A100 80G PCIe", "a100-80g-pcie", "A100_PCIE_80GB", "A100 PCIe 80G"])
+async def test_a100_80g_pcie_spellings_are_the_catalogue_gpu(make: Factory, spelling: str) -> None:
+    env = await make(operating_system="Ubuntu Server 22.04")
+    for group in env.fake.catalogue:
+        for raw in group["offers"]:
+            if raw["offerId"] == "mc-a100-pcie-1x":
+                raw["gpuType"] = group["gpuType"] = group["gpuModel"] = spelling
+    offers = await env.provider.offers(GpuRequest("A100-80GB-PCIe"))
+    assert [(o.gpu, o.on_demand_per_hour) for o in offers] == [("A100-80GB-PCIe", 1.04)]
 
 
 async def test_spot_on_a_dedicated_offer_is_refused(make: Factory) -> None:
@@ -233,8 +270,9 @@ async def test_delete_before_minimum_runtime_is_deferred_not_spun(make: Factory)
     await env.provider.delete("dep-does-not-exist")  # 404 is success
 
 
-async def test_list_follows_paginated_deployments(make: Factory) -> None:
-    env = await make(fake_kwargs={"paginate_deployments": True})
+@pytest.mark.parametrize("paginate", [True, False])
+async def test_list_follows_paginated_deployments(make: Factory, paginate: bool) -> None:
+    env = await make(fake_kwargs={"paginate_deployments": paginate, "deployments_page_max": 2})
     offer = await first_offer(env)
     keys = [f"sct-page-{i:04d}" for i in range(5)]
     for key in keys:
@@ -243,11 +281,61 @@ async def test_list_follows_paginated_deployments(make: Factory) -> None:
     assert sorted(str(i.key) for i in await env.provider.list("sct-page-")) == keys
 
 
+async def test_list_finds_ours_behind_1200_old_deployments_on_the_last_page(make: Factory) -> None:
+    env = await make(requests_per_15min=1000)  # 61 pages a list: more than the default budget allows twice
+    offer = await first_offer(env)
+    env.fake.seed_old(1200, live_every=100)
+    ours = await env.provider.create(spec("sct-last-0001", offer))
+    before = env.fake.calls
+    listed = await env.provider.list("sct-last-")
+    assert [(i.key, i.provider_id) for i in listed] == [("sct-last-0001", ours.provider_id)]
+    assert env.fake.calls - before == 61  # 1,201 deployments, 20 a page: every page read
+
+
+async def test_a_list_longer_than_max_pages_fails_loudly_instead_of_truncating(make: Factory) -> None:
+    env = await make(max_pages=40)
+    env.fake.seed_old(820)
+    with pytest.raises(ListingIncomplete) as info:
+        await env.provider.list("sct-")
+    assert "more than 40 pages" in str(info.value) and "max_pages" in str(info.value)
+
+
+async def test_a_full_page_that_names_no_next_page_is_not_taken_for_the_whole_list(make: Factory) -> None:
+    env = await make(page_size=20, fake_kwargs={"paging_fields": False})
+    env.fake.seed_old(45)
+    with pytest.raises(ListingIncomplete, match="without saying whether more follow"):
+        await env.provider.list("sct-")
+
+
+async def test_a_list_that_shrinks_while_paging_is_read_again(make: Factory) -> None:
+    env = await make(requests_per_15min=1000)
+    offer = await first_offer(env)
+    env.fake.seed_old(40)
+    ours = await env.provider.create(spec("sct-shift-0001", offer))  # the 41st deployment
+    env.fake.seed_old(40)
+    purged: list[int] = []
+
+    def purge_once(page: int) -> None:
+        # Before page 3 is served, ten old deployments are purged: every row moves ten places up and
+        # ours (41st) slides onto page 2, which was already read.
+        if page == 3 and not purged:
+            with env.fake.lock:
+                for did in list(env.fake.deployments)[:10]:
+                    del env.fake.deployments[did]
+            purged.append(page)
+
+    env.fake.before_list_page = purge_once
+    before = env.fake.calls
+    listed = await env.provider.list("sct-shift-")
+    assert purged and [i.provider_id for i in listed] == [ours.provider_id]
+    assert env.fake.calls - before == 3 + 4  # the first pass stopped when the total changed; the second read all
+
+
 # ---- credentials -------------------------------------------------------------------------------------
 async def test_missing_key_names_the_env_var(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV, raising=False)
     with pytest.raises(AuthFailed) as info:
-        build_provider(ProviderConfig(name="sph", type="spheron"), FakeClock())
+        build_provider(ProviderConfig(name="sph", type="spheron", options={"team_id": TEAM_ID}), FakeClock())
     assert ENV in str(info.value)
 
 
@@ -265,7 +353,7 @@ async def test_the_key_never_leaks(make: Factory, caplog: pytest.LogCaptureFixtu
 
 # ---- fault injection -----------------------------------------------------------------------------------
 async def test_creates_succeed_through_20_percent_5xx_and_timeouts(make: Factory) -> None:
-    env = await make(timeout=0.2, fake_kwargs={"hang_seconds": 0.5})
+    env = await make(timeout=0.2, creates_per_15min=100, requests_per_15min=1000, fake_kwargs={"hang_seconds": 0.5})
     offer = await first_offer(env)
     env.fake.faults.random_rate = 0.2
     keys = [f"sct-flaky-{i:04d}" for i in range(12)]
@@ -342,3 +430,52 @@ async def test_an_unknown_ssh_key_on_create_is_a_configuration_error_not_a_missi
     finally:
         server.stop()
         os.environ.pop("SCALECTL_TEST_SPHERON_KEY", None)
+
+
+async def test_the_documented_request_budget_is_kept_on_our_side(make: Factory) -> None:
+    env = await make(requests_per_15min=5, fake_kwargs={"rate_limit": (5, 900)})
+    for _ in range(5):
+        await env.provider.list("sct-")
+    sent = env.fake.calls
+    with pytest.raises(RateLimited) as info:
+        await env.provider.list("sct-")
+    assert env.fake.calls == sent == 5  # refused before sending: the fake never answered a 429
+    assert info.value.retryable and info.value.retry_after == pytest.approx(900)
+    assert "5 per 900s" in str(info.value) and "Spheron: 100-250 requests / 15 min / IP" in str(info.value)
+    env.clock.advance(900)
+    await env.provider.list("sct-")  # a new window
+
+
+async def test_creates_keep_to_ten_per_15_minutes(make: Factory) -> None:
+    env = await make(requests_per_15min=1000, fake_kwargs={"create_limit": (10, 900)})
+    offer = await first_offer(env)
+    for i in range(10):
+        await env.provider.create(spec(f"sct-burst-{i:04d}", offer))
+    with pytest.raises(RateLimited, match="10 deployment creates / 15 min"):
+        await env.provider.create(spec("sct-burst-0010", offer))
+    assert len(env.fake.create_bodies) == 10 and env.fake.create_limit is not None
+    assert env.fake.create_limit.refused == 0  # the eleventh never reached the server
+
+
+async def test_a_listing_starts_only_when_the_budget_fits_all_its_pages(make: Factory) -> None:
+    env = await make(requests_per_15min=100)
+    env.fake.seed_old(1_010)  # 51 pages of 20
+    await env.provider.list("sct-")  # 51 requests; the next listing is known to need 51 too
+    sent = env.fake.calls
+    with pytest.raises(RateLimited, match="not started, 51 requests needed and 49 left"):
+        await env.provider.list("sct-")
+    assert env.fake.calls == sent  # nothing spent on a listing that could not finish
+    env.clock.advance(900)
+    assert await env.provider.list("sct-") == []
+
+
+async def test_a_listing_larger_than_a_whole_budget_window_is_incomplete_not_retried(make: Factory) -> None:
+    env = await make(requests_per_15min=40, max_pages=1000)
+    env.fake.seed_old(1_010)
+    with pytest.raises(RateLimited):  # cut short after 40 pages, having learnt there are 51
+        await env.provider.list("sct-")
+    env.clock.advance(900)
+    sent = env.fake.calls
+    with pytest.raises(ListingIncomplete, match="takes 51 requests, more than the request budget allows"):
+        await env.provider.list("sct-")
+    assert env.fake.calls == sent

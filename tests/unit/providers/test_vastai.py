@@ -251,8 +251,10 @@ async def test_rate_limit_storm_is_bounded_with_a_retry_after(fake: VastFake, ur
     finally:
         await provider.aclose()
     assert fake.calls == provider.max_retries + 1
-    assert info.value.retry_after == 3.0  # Vast sends no Retry-After: the configured wait is reported
-    assert clock.now() - start == pytest.approx(3.0 * provider.max_retries)
+    # Vast sends no Retry-After; its text names the endpoint's threshold (1 s here), which beats the
+    # configured wait (3 s), used when the text names none.
+    assert info.value.retry_after == 1.0
+    assert clock.now() - start == pytest.approx(1.0 * provider.max_retries)
 
 
 async def test_twenty_percent_faults_creates_still_succeed_within_bounded_calls(fake: VastFake, url: str) -> None:
@@ -347,3 +349,19 @@ def test_registered_and_documented_api_root_accepted() -> None:
     )
     assert isinstance(built, VastAIProvider)
     assert str(built._http._client.base_url).rstrip("/") == "https://console.vast.ai"
+
+
+async def test_list_pages_are_spaced_by_the_threshold_vast_names_in_its_429(fake: VastFake, url: str) -> None:
+    clock = FakeClock()
+    fake.min_interval, fake.clock = 1.5, clock
+    fake.seed_old(120)  # five pages of 25
+    provider = make(url, clock)
+    try:
+        assert await provider.list("sct-") == []
+        first = fake.calls  # page 1, page 2 refused (429, threshold=1.5), then five pages spaced 1.5 s apart
+        assert first == 2 + 5
+        clock.advance(10)
+        assert await provider.list("sct-") == []
+        assert fake.calls - first == 5  # paced from the start: no 429
+    finally:
+        await provider.aclose()

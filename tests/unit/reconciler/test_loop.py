@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from sqlalchemy import select
 
 from controller.store.models import EventRecord, InstanceRecord
 from providers.base import Capacity
 from providers.errors import AuthFailed, Transient
+from sizing.gpus import GPUS
 from tests.builders import min_floor, tier, tiers_yaml
 from tests.unit.reconciler.conftest import World
 
@@ -238,8 +241,10 @@ async def test_spot_tier_falls_back_to_on_demand_and_returns_to_spot(make_world)
     assert peak == 3  # one surge at a time
 
 
-async def test_no_hand_back_when_spot_costs_more(make_world) -> None:
-    """A100 80G PCIe spot ($1.14) costs more than on-demand ($1.04): stay, don't churn."""
+async def test_no_hand_back_when_spot_costs_more(make_world, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A100 80G PCIe spot priced at $1.14, above on-demand ($1.04): stay, don't churn."""
+    a100 = GPUS["A100-80GB-PCIe"]
+    monkeypatch.setitem(GPUS, "A100-80GB-PCIe", dataclasses.replace(a100, on_demand_per_hour=1.04, spot_per_hour=1.14))
     w: World = make_world()
     w.cloud.set_capacity("A100-80GB-PCIe", 0, capacity=Capacity.SPOT)
     w.target("batch", 2)

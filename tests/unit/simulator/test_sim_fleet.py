@@ -6,6 +6,7 @@ import pytest
 from simulator.fleet import Fleet, tier_models
 from simulator.report import build_report
 from simulator.workloads.spec import parse_workload
+from sizing.gpus import gpu_info
 
 WORKLOAD = """
 seed: 4
@@ -81,6 +82,7 @@ def test_report_counts_requests_cost_and_slo(fleet: Fleet) -> None:
     assert chat.requests == pytest.approx(30 * 1200, rel=0.05)
     assert chat.slo_attainment is not None and chat.slo_attainment > 0.98
     assert chat.cost == pytest.approx(2 * 2.40 * 1200 / 3600)  # two on-demand H100s for 20 minutes
-    assert jobs.cost == pytest.approx(1.14 * 1200 / 3600)  # one spot A100
+    spot_a100 = gpu_info("A100-80GB-PCIe").spot_per_hour
+    assert spot_a100 is not None and jobs.cost == pytest.approx(spot_a100 * 1200 / 3600)  # one spot A100
     assert jobs.lost_tasks == 0 and jobs.requests == pytest.approx(600, rel=0.15)
     assert np.isfinite(report.total()["cost"])

@@ -8,10 +8,14 @@ from typing import Any
 
 import httpx
 import pytest
+from sqlalchemy.pool import StaticPool
 from starlette.applications import Starlette
 from starlette.routing import Route
 
 from clocks import FakeClock
+from controller.store.db import make_engine, make_sessionmaker
+from controller.store.models import Base, WebhookSeen
+from controller.store.repository import NoticeMismatch
 from controller.webhooks import sign
 from controller.webhooks.http import make_handler
 from providers.secrets import Secret
@@ -22,16 +26,23 @@ TOKEN = "eventbridge-token-fedcba9876543210"
 
 
 class FakeStore:
-    """Like the store's mark_notice: returns the key of a live instance it matched, else None."""
+    """Like the store's mark_notice: returns the key of a live instance it matched, else None. The
+    replay guard's table is real (SQLite in memory), as the endpoint uses the store's sessions."""
 
     def __init__(self, live: dict[tuple[str, str], str]) -> None:
         self.live = live  # (provider name, provider id) -> key
         self.marked: list[tuple[str, str | None, str | None, float]] = []
+        engine = make_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
+        Base.metadata.create_all(engine, tables=[WebhookSeen.__table__])  # type: ignore[list-item]
+        self.sessions = make_sessionmaker(engine)
 
     def mark_notice(self, provider: str, provider_id: str | None, key: str | None, now: float) -> str | None:
         self.marked.append((provider, provider_id, key, now))
         if key is not None:
-            return key if key in self.live.values() else None
+            owner = next(((p, i) for (p, i), k in self.live.items() if k == key), None)
+            if owner is not None and owner[0] != provider:
+                raise NoticeMismatch(f"the notice names {provider} but instance {key} is {owner[0]} {owner[1]}")
+            return key if owner is not None else None
         return self.live.get((provider, provider_id or ""))
 
 
@@ -141,3 +152,72 @@ async def test_unconfigured_webhooks_answer_503(monkeypatch: pytest.MonkeyPatch)
         "/v1/webhooks/interruption", content=json.dumps(spot_warning()), headers={"X-Scalectl-EventBridge-Token": TOKEN}
     )
     assert reply.status_code == 503 and "not configured" in reply.json()["error"]
+
+
+def _signed(body: bytes, ts: str, secret: str = SECRET) -> dict[str, str]:
+    return {"X-Scalectl-Timestamp": ts, "X-Scalectl-Signature": sign(Secret(secret), ts, body)}
+
+
+async def test_a_replayed_signed_notice_is_refused_even_with_another_spelling_of_the_signature() -> None:
+    clock = FakeClock()
+    store = FakeStore({("sp", "dep-9"): "sc-batch-9"})
+    client = _client(_daemon(store, clock))
+    body = json.dumps({"provider": "sp", "key": "sc-batch-9", "action": "terminate"}).encode()
+    headers = _signed(body, str(int(clock.now())))
+    first = await client.post("/v1/webhooks/interruption", content=body, headers=headers)
+    again = await client.post("/v1/webhooks/interruption", content=body, headers=headers)
+    upper = {**headers, "X-Scalectl-Signature": headers["X-Scalectl-Signature"].upper().replace("SHA256=", "sha256=")}
+    shouted = await client.post("/v1/webhooks/interruption", content=body, headers=upper)
+    assert first.status_code == 202
+    assert (again.status_code, shouted.status_code) == (409, 409) and "replays are refused" in again.json()["error"]
+    assert len(store.marked) == 1
+    clock.advance(1)  # the same notice signed anew (a fresh timestamp) is a new request
+    fresh = await client.post("/v1/webhooks/interruption", content=body, headers=_signed(body, str(int(clock.now()))))
+    assert fresh.status_code == 202
+
+
+async def test_a_replayed_eventbridge_event_is_refused_by_its_event_id() -> None:
+    store = FakeStore({("aws-east", "i-1234567890abcdef0"): "sc-batch-3"})
+    client = _client(_daemon(store, FakeClock(EVENT_EPOCH + 3)))
+    headers = {"Content-Type": "application/json", "X-Scalectl-EventBridge-Token": TOKEN}
+    first = await client.post("/v1/webhooks/interruption", content=json.dumps(spot_warning()), headers=headers)
+    respaced_body = json.dumps(spot_warning(), indent=2)
+    respaced = await client.post("/v1/webhooks/interruption", content=respaced_body, headers=headers)
+    assert (first.status_code, respaced.status_code) == (202, 409)
+
+
+async def test_a_notice_naming_another_provider_account_changes_nothing() -> None:
+    clock = FakeClock()
+    store = FakeStore({("sp", "dep-9"): "sc-batch-9"})
+    client = _client(_daemon(store, clock))
+    body = json.dumps({"provider": "aws-east", "key": "sc-batch-9", "action": "terminate"}).encode()
+    reply = await client.post("/v1/webhooks/interruption", content=body, headers=_signed(body, str(int(clock.now()))))
+    assert reply.status_code == 422 and "sc-batch-9 is sp" in reply.json()["error"]
+
+
+async def test_a_notice_refused_while_starting_may_be_sent_again() -> None:
+    clock = FakeClock(EVENT_EPOCH + 3)
+    store = FakeStore({("aws-east", "i-1234567890abcdef0"): "sc-batch-3"})
+    daemon = _daemon(store, clock)
+    controller, daemon.controller = daemon.controller, None
+    headers = {"X-Scalectl-EventBridge-Token": TOKEN}
+    client = _client(daemon)
+    early = await client.post("/v1/webhooks/interruption", content=json.dumps(spot_warning()), headers=headers)
+    daemon.controller = controller
+    later = await client.post("/v1/webhooks/interruption", content=json.dumps(spot_warning()), headers=headers)
+    assert (early.status_code, later.status_code) == (503, 202)
+
+
+async def test_a_chunked_body_past_the_limit_is_refused_without_reading_the_rest() -> None:
+    store = FakeStore({})
+    sent: list[int] = []
+
+    async def chunks() -> Any:
+        for _ in range(10_000):  # 640 MB if all of it were read
+            sent.append(1)
+            yield b"x" * 65_536
+
+    reply = await _client(_daemon(store, FakeClock(EVENT_EPOCH))).post(
+        "/v1/webhooks/interruption", content=chunks(), headers={"X-Scalectl-EventBridge-Token": TOKEN}
+    )
+    assert reply.status_code == 413 and len(sent) <= 3

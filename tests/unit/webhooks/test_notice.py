@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from controller.webhooks import InterruptionNotice, NoticeAction, NoticeSource, WebhookRejected, parse_notice
+from controller.webhooks.notice import MAX_JSON_DEPTH, nesting_exceeds
 
 JSON = {"Content-Type": "application/json; charset=utf-8"}
 EVENT_TIME = "2026-03-01T12:00:00Z"
@@ -58,6 +59,7 @@ def test_spot_interruption_warning() -> None:
         deadline_epoch=EVENT_EPOCH + 120,
         source=NoticeSource.AWS_EVENTBRIDGE,
         issued_epoch=EVENT_EPOCH,
+        event_id="12345678-1234-1234-1234-123456789012",
     )
     assert notice.action.loses_instance
 
@@ -157,3 +159,17 @@ def test_bad_agent_notices(doc: dict[str, Any], reason: str) -> None:
     with pytest.raises(WebhookRejected, match=reason) as info:
         parse(doc)
     assert info.value.status == 400
+
+
+def test_json_nested_deeper_than_the_bound_is_a_400_not_a_recursion_error() -> None:
+    for depth in (MAX_JSON_DEPTH + 1, 10_000, 100_000):
+        body = b'{"action": ' + b"[" * depth + b"]" * depth + b"}"
+        with pytest.raises(WebhookRejected) as info:
+            parse_notice(JSON, body)
+        assert info.value.status == 400 and "deeper than" in info.value.reason
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    assert not nesting_exceeds(json.dumps({"key": "[" * 500, "x": '\\"{' * 50}).encode(), MAX_JSON_DEPTH)
+    assert nesting_exceeds(b"[" * (MAX_JSON_DEPTH + 1), MAX_JSON_DEPTH)
+    assert not nesting_exceeds(b"[" * MAX_JSON_DEPTH + b"]" * MAX_JSON_DEPTH, MAX_JSON_DEPTH)
