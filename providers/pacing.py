@@ -95,11 +95,13 @@ class RequestBudget:
         self.sent += 1
 
     def observe(self, headers: Mapping[str, str]) -> None:
-        """Honour the provider's own count: ``RateLimit: ...remaining=0, reset=N`` (or ``r=0;t=N``)."""
+        """Honour the provider's own count: ``RateLimit: limit=60, remaining=0, reset=N`` (one window), or
+        ``"minute";r=0;t=N, "day";r=900;t=M`` (one entry per window): any window with none remaining holds
+        requests until its reset."""
         combined = headers.get("ratelimit") or ""
-        remaining = RATELIMIT_REMAINING.search(combined) if combined else None
-        if remaining is None or int(remaining.group(1)) > 0:
-            return
-        reset = RATELIMIT_RESET.search(combined)
-        if reset is not None:
-            self._blocked_until = max(self._blocked_until, self._clock.monotonic() + float(reset.group(1)))
+        entries = [combined] if "remaining" in combined.lower() else combined.split(",")
+        for entry in entries:
+            remaining = RATELIMIT_REMAINING.search(entry)
+            reset = RATELIMIT_RESET.search(entry)
+            if remaining is not None and int(remaining.group(1)) == 0 and reset is not None:
+                self._blocked_until = max(self._blocked_until, self._clock.monotonic() + float(reset.group(1)))
