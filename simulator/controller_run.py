@@ -16,22 +16,20 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
-import functools
 import multiprocessing
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from sqlalchemy import Select, func, select
 
 from clocks import FakeClock
 from controller.config import FleetConfig
 from controller.reconciler.decide import bounds_for
 from controller.reconciler.loop import Reconciler
 from controller.store.db import make_engine
-from controller.store.models import Base, DecisionRecord, EventRecord, InstanceRecord
-from controller.store.repository import LIVE_STATES, Store
+from controller.store.models import Base, InstanceRecord
+from controller.store.repository import Store
 from policies.external import ExternalPolicyError, load_external_policy
 from policies.spec import ExternalPolicy
 from simulator.baselines import BaselineSettings, run_baselines
@@ -39,7 +37,7 @@ from simulator.cloud_events import CloudEvents
 from simulator.fleet import Fleet, TierModel, tier_models
 from simulator.fleet_signals import FleetSignals
 from simulator.report import BaselineOutcome, Report, build_report
-from simulator.sim_cloud import SimulationCloud
+from simulator.sim_cloud import simulation_cloud
 from simulator.workloads.spec import Workload
 
 Progress = Callable[[float, float], None]  # (virtual seconds done, total)
@@ -141,15 +139,6 @@ def simulate(
     return result
 
 
-@functools.cache
-def _live_rows_query() -> Select[Any]:
-    r = InstanceRecord
-    launched = func.coalesce(r.launched_at, r.created_at)
-    return select(r.tier, r.state, r.provider, r.provider_id, r.capacity, launched, r.ready_at).where(  # type: ignore[return-value]
-        r.state.in_(LIVE_STATES)
-    )
-
-
 class _Run:
     def __init__(
         self,
@@ -168,7 +157,7 @@ class _Run:
         self.clock = FakeClock(self.start - self.warmup)
         self.fleet = Fleet(workload, models)
         names = sorted({p for tier in config.tiers.values() for p in tier.providers})
-        self.clouds = {n: SimulationCloud(n, self.clock, workload.cloud, workload.seed) for n in names}
+        self.clouds = {n: simulation_cloud(n, self.clock, workload.cloud, workload.seed) for n in names}
         self.events = CloudEvents(workload.cloud, self.clouds, workload.seed)
         engine = make_engine("sqlite://")
         Base.metadata.create_all(engine)
@@ -223,16 +212,19 @@ class _Run:
         ready: dict[str, set[str]] = {n: set() for n in self.members}
         draining: dict[str, set[str]] = {n: set() for n in self.members}
         billing: dict[str, int] = dict.fromkeys(self.members, 0)
-        with self.store.engine.connect() as conn:  # a plain read of seven columns: this runs every tick
-            rows: list[Any] = list(conn.execute(_live_rows_query()).all())
-        for tier, state, provider, provider_id, capacity, launched_at, ready_at in rows:
+        with self.store.sessions() as session:
+            rows = self.store.live_instances(session)
+        # Creation order (simulated ids count up): spot preemption times are drawn in the order instances appear.
+        for row in sorted(rows, key=lambda r: (r.provider, r.provider_id or "")):
+            tier, provider_id = row.tier, row.provider_id
             if provider_id is None or tier not in self.members:
                 continue
             billing[tier] += 1
-            self.events.watch(provider, provider_id, capacity, launched_at - self.start)
-            if state == "ready":
+            launched_at = row.launched_at if row.launched_at is not None else row.created_at
+            self.events.watch(row.provider, provider_id, row.capacity, launched_at - self.start)
+            if row.state == "ready":
                 ready[tier].add(provider_id)
-            elif state == "draining" and ready_at is not None:
+            elif row.state == "draining" and row.ready_at is not None:
                 draining[tier].add(provider_id)
         for name, (was_ready, was_draining) in self.members.items():
             now_ready, now_draining = frozenset(ready[name]), frozenset(draining[name])
@@ -261,16 +253,11 @@ class _Run:
                 entry = per_tier.setdefault(name, [0.0, 0.0])
                 entry[0] += dollars
                 entry[1] += seconds
-        with self.store.sessions() as s:
-            interrupted = dict(
-                s.execute(
-                    select(InstanceRecord.tier, func.count())
-                    .where(InstanceRecord.interrupted.is_(True))
-                    .group_by(InstanceRecord.tier)
-                ).all()
-            )
-            decisions = int(s.scalar(select(func.count()).select_from(DecisionRecord)) or 0)
-            events = dict(s.execute(select(EventRecord.kind, func.count()).group_by(EventRecord.kind)).all())
+        everything = sys.maxsize  # the whole run: counts, not a page
+        rows = self.store.instances(include_ended=True, limit=everything)
+        interrupted = Counter(r.tier for r in rows if r.interrupted)
+        decisions = len(self.store.decisions(limit=everything))
+        events = Counter(e.kind for e in self.store.events(limit=everything))
         for name, outcome in list(report.tiers.items()):
             dollars, seconds = per_tier.get(name, [0.0, 0.0])
             report.tiers[name] = dataclasses.replace(
@@ -283,7 +270,7 @@ class _Run:
             report=report,
             ticks=ticks,
             decisions=decisions,
-            events=dict(Counter({str(k): int(v) for k, v in events.items()})),
+            events={str(k): int(v) for k, v in events.items()},
             billed=billed,
             billed_with_warmup=billed_total,
             interruptions_scheduled=self.events.interruptions_scheduled,
