@@ -10,7 +10,6 @@ from typing import Protocol
 import numpy as np
 
 from policies.types import Signals
-from simulator.instance_model import EngineProfile
 from simulator.latency_histogram import LatencyHistogram
 from simulator.requests import (
     ADMITTED,
@@ -34,6 +33,7 @@ from simulator.requests import (
 )
 from simulator.requests import T as COL_T
 from simulator.serving_tick import Estimates, TickResult, lane_for, simulate_tick
+from sizing.engine import EngineProfile
 
 MAX_CLOSED_LOOP_PASSES = 4
 REPASS_CHANGE = 0.5  # re-run an open-loop tick when the batch estimate was off by more than this

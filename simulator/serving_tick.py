@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.instance_model import EngineProfile
 from simulator.requests import (
     ADMITTED,
     FIRST,
@@ -35,6 +34,7 @@ from simulator.requests import (
     U,
 )
 from simulator.requests import T as COL_T
+from sizing.engine import EngineProfile
 
 
 @dataclass(frozen=True, slots=True)
