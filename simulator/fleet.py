@@ -16,11 +16,9 @@ from simulator.batch_pool import BatchPool
 from simulator.serving_pool import ServingPool
 from simulator.workloads.sources import BatchTasks, PoissonSource, TraceSource, sessions_source
 from simulator.workloads.spec import BatchLoad, PoissonLoad, SessionsLoad, TierLoad, TraceLoad, Workload
-from sizing.engine import EngineConfig, EngineProfile, build_profile
+from sizing.engine import EngineProfile, launched_engine
 from sizing.gpus import gpu_info
-from sizing.models import resolve_model
 from sizing.spec import ServingSpec
-from sizing.vllm_args import tune_vllm_args
 
 
 class TierLike(Protocol):
@@ -56,9 +54,7 @@ class TierModel:
 def engine_for(tier: TierLike) -> EngineProfile:
     """The engine the daemon would launch for this tier: ``tune_vllm_args`` (dtypes, max-num-seqs, memory
     utilisation, batched tokens, max-model-len, tensor parallelism, the tier's ``extra_args``) on its GPU."""
-    tuned = tune_vllm_args(tier.serving, tier.gpu, tier.gpu_count)
-    model = resolve_model(tier.serving.model, tier.serving.config_json)
-    return build_profile(tier.gpu, model, EngineConfig.from_tuned(tuned))
+    return launched_engine(tier.serving, tier.gpu, tier.gpu_count)
 
 
 def tier_models(workload: Workload, tiers: Mapping[str, TierLike]) -> dict[str, TierModel]:

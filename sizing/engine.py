@@ -22,16 +22,15 @@ that the engine never sees (HTTP, chat template, tokenisation, streaming) is a l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
 from sizing.gpus import GpuInfo, gpu_info, supports_fp8
 from sizing.kv import DEFAULT_RUNTIME_OVERHEAD_GIB, KvDtype, WeightsDtype, slot_math, weights_bytes
-from sizing.models import ModelInfo, lookup_model
-
-if TYPE_CHECKING:
-    from sizing.vllm_args import TunedArgs
+from sizing.models import ModelInfo, lookup_model, resolve_model
+from sizing.spec import ServingSpec
+from sizing.vllm_args import TunedArgs, tune_vllm_args
 
 # Fitted once on "1× H100 SXM5, Llama 3.1 8B FP8, 100 closed-loop sessions" (tests/unit/simulator/
 # test_sim_calibration.py); see docs/simulator.md for the fit and what it does not capture.
@@ -210,3 +209,10 @@ def build_profile(gpu: str | GpuInfo, model: str | ModelInfo, config: EngineConf
         max_num_batched_tokens=cfg.max_num_batched_tokens,
         max_model_len=cfg.max_model_len,
     )
+
+
+def launched_engine(serving: ServingSpec, gpu: str, gpu_count: int = 1) -> EngineProfile:
+    """The engine the daemon launches for a tier: ``tune_vllm_args`` (dtypes, KV dtype, max-num-seqs capped
+    at the KV slots, memory utilisation, batched tokens, max-model-len, tensor parallelism, ``extra_args``)."""
+    tuned = tune_vllm_args(serving, gpu, gpu_count)
+    return build_profile(gpu, resolve_model(serving.model, serving.config_json), EngineConfig.from_tuned(tuned))
