@@ -20,11 +20,11 @@ import numpy as np
 from controller.config import load_config
 from simulator.baselines import BaselineSettings, run_reactive
 from simulator.fleet import Fleet, tier_models
-from simulator.instance_model import EngineConfig, build_profile
 from simulator.serving_pool import ServingPool
 from simulator.workloads.sessions import ClosedLoopSessions
 from simulator.workloads.spec import load_workload, parse_workload
 from simulator.workloads.tokens import TokenDist
+from sizing.engine import EngineConfig, build_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 

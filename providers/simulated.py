@@ -16,6 +16,7 @@ import os
 import random
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -88,8 +89,17 @@ class SimOptions:
         return cls(**values)
 
 
+DrawsFor = Callable[[str], random.Random]  # instance key -> the random stream its delays are drawn from
+AddressOf = Callable[[str], "str | None"]  # provider id -> the address an instance answers on
+
+
 class SimulatedCloud:
-    """A provider that behaves like a GPU cloud, driven by the injected clock."""
+    """A provider that behaves like a GPU cloud, driven by the injected clock.
+
+    ``draws`` replaces the default per-key random stream (a run that needs the same delays whatever keys
+    the controller picks draws them in creation order); ``address_of`` gives instances an address (by
+    default nothing listens, so they have none).
+    """
 
     # Nothing boots: a simulated machine serves once it is running. Notices show on get/list.
     capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
@@ -106,9 +116,19 @@ class SimulatedCloud:
     def render_launch(server: ServerDescription) -> None:
         return None  # no server to start
 
-    def __init__(self, config: ProviderConfig | None = None, clock: Clock | None = None, **overrides: Any):
+    def __init__(
+        self,
+        config: ProviderConfig | None = None,
+        clock: Clock | None = None,
+        *,
+        draws: DrawsFor | None = None,
+        address_of: AddressOf | None = None,
+        **overrides: Any,
+    ):
         if clock is None:
             raise ValueError("SimulatedCloud needs a clock")
+        self._draws_for = draws
+        self._address_of = address_of
         self.name = config.name if config else "simulated"
         options = dict(config.options) if config else {}
         options.update(overrides)
@@ -181,6 +201,20 @@ class SimulatedCloud:
         now = self.clock.now()
         live = sum(self._cost(i, now) for i in self._instances.values())
         return self._billed_ended + live
+
+    def billed_by_tier(self, t0: float, t1: float) -> dict[str, tuple[float, float]]:
+        """Per tier, (dollars, instance-seconds) billed within [t0, t1]: every instance from create to
+        delete (or preemption), provisioning included, clipped to the window."""
+        out: dict[str, tuple[float, float]] = {}
+        now = self.clock.now()
+        for inst in (*self._instances.values(), *self._ended.values()):
+            if not inst.tier:
+                continue
+            end = inst.ended_at if inst.ended_at is not None else now
+            seconds = max(0.0, min(end, t1) - max(inst.created_at, t0))
+            dollars, total = out.get(inst.tier, (0.0, 0.0))
+            out[inst.tier] = (dollars + seconds * inst.price_per_hour / 3600.0, total + seconds)
+        return out
 
     # ---- Provider protocol -----------------------------------------------------------------------
     async def offers(self, want: GpuRequest) -> list[Offer]:
@@ -332,7 +366,7 @@ class SimulatedCloud:
             region=inst.region,
             capacity=Capacity(inst.capacity),
             price_per_hour=inst.price_per_hour,
-            address=None,  # nothing listens: simulated instances are not scraped or routed to
+            address=self._address_of(inst.provider_id) if self._address_of else None,
             created_at=inst.created_at,
             interruption_notice_at=notice,
         )
@@ -390,6 +424,8 @@ class SimulatedCloud:
         return f"sim-{self._next:06d}"
 
     def _rng(self, key: str) -> random.Random:
+        if self._draws_for is not None:
+            return self._draws_for(key)
         digest = hashlib.sha256(f"{self.options.seed}:{key}".encode()).digest()
         return random.Random(int.from_bytes(digest[:8], "big"))
 

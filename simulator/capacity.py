@@ -12,12 +12,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from simulator.instance_model import EngineProfile
 from simulator.requests import Requests, draw_fresh
 from simulator.serving_pool import ServingPool
 from simulator.workloads.sessions import ClosedLoopSessions
 from simulator.workloads.spec import PoissonLoad, SessionsLoad, TierLoad, TraceLoad, Workload
 from simulator.workloads.traces import read_trace
+from sizing.engine import EngineProfile
 
 PROBE_WARMUP_S = 60.0
 PROBE_MEASURE_S = 240.0

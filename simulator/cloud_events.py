@@ -20,7 +20,7 @@ import numpy as np
 
 from providers.base import Capacity
 from providers.errors import InstanceNotFound
-from simulator.sim_cloud import SimulationCloud
+from providers.simulated import SimulatedCloud
 from simulator.workloads.spec import CloudSpec
 
 NO_LIMIT = 10_000  # the simulated cloud's default machines per offer
@@ -75,7 +75,7 @@ class _CapacityChange:
 class CloudEvents:
     """Applies the ``cloud:`` section to the run's clouds as virtual time passes."""
 
-    def __init__(self, spec: CloudSpec, clouds: Mapping[str, SimulationCloud], seed: int) -> None:
+    def __init__(self, spec: CloudSpec, clouds: Mapping[str, SimulatedCloud], seed: int) -> None:
         self.spec = spec
         self.clouds = dict(clouds)
         self.segments = rate_segments(spec)

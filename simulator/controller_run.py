@@ -16,22 +16,23 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
-import functools
 import multiprocessing
+import re
+import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Engine, event
 
 from clocks import FakeClock
 from controller.config import FleetConfig
 from controller.reconciler.decide import bounds_for
 from controller.reconciler.loop import Reconciler
 from controller.store.db import make_engine
-from controller.store.models import Base, DecisionRecord, EventRecord, InstanceRecord
-from controller.store.repository import LIVE_STATES, Store
+from controller.store.models import Base
+from controller.store.repository import Store
 from domain.instance import Instance, InstanceState
 from policies.external import ExternalPolicyError, load_external_policy
 from policies.spec import ExternalPolicy
@@ -40,7 +41,7 @@ from simulator.cloud_events import CloudEvents
 from simulator.fleet import Fleet, TierModel, tier_models
 from simulator.fleet_signals import FleetSignals
 from simulator.report import BaselineOutcome, Report, build_report
-from simulator.sim_cloud import SimulationCloud
+from simulator.sim_cloud import simulation_cloud
 from simulator.workloads.spec import Workload
 
 Progress = Callable[[float, float], None]  # (virtual seconds done, total)
@@ -142,13 +143,25 @@ def simulate(
     return result
 
 
-@functools.cache
-def _live_rows_query() -> Select[Any]:
-    r = InstanceRecord
-    launched = func.coalesce(r.launched_at, r.created_at)
-    return select(r.tier, r.state, r.provider, r.provider_id, r.capacity, launched, r.ready_at).where(  # type: ignore[return-value]
-        r.state.in_(LIVE_STATES)
-    )
+INSTANCES_TABLE = "instances"
+
+
+class TableWrites:
+    """Whether a table was written since the last ``take()``: an engine event sees every INSERT, UPDATE and
+    DELETE statement the store runs, whichever session or repository function issues it."""
+
+    def __init__(self, engine: Engine, table: str) -> None:
+        self._pattern = re.compile(rf"^\s*(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+\W?{re.escape(table)}\b", re.I)
+        self._written = True  # nothing read yet
+        event.listen(engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, _conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if not self._written and self._pattern.match(statement):
+            self._written = True
+
+    def take(self) -> bool:
+        written, self._written = self._written, False
+        return written
 
 
 class _Run:
@@ -169,7 +182,7 @@ class _Run:
         self.clock = FakeClock(self.start - self.warmup)
         self.fleet = Fleet(workload, models)
         names = sorted({p for tier in config.tiers.values() for p in tier.providers})
-        self.clouds = {n: SimulationCloud(n, self.clock, workload.cloud, workload.seed) for n in names}
+        self.clouds = {n: simulation_cloud(n, self.clock, workload.cloud, workload.seed) for n in names}
         self.events = CloudEvents(workload.cloud, self.clouds, workload.seed)
         engine = make_engine("sqlite://")
         Base.metadata.create_all(engine)
@@ -183,6 +196,8 @@ class _Run:
             drain_check=self._drain_check,
         )
         self.members: dict[str, tuple[frozenset[str], frozenset[str]]] = {n: (frozenset(), frozenset()) for n in models}
+        self.billing: dict[str, int] = dict.fromkeys(models, 0)
+        self.writes = TableWrites(engine, INSTANCES_TABLE)
         self.tier_of: dict[str, str] = {}
 
     async def _drain_check(self, row: Instance) -> float | None:
@@ -219,20 +234,28 @@ class _Run:
         return self._result(ticks, billed_end - (billed_at_start or 0.0), billed_end)
 
     def _sync_fleet(self, now: float) -> dict[str, int]:
-        """The store's view of the instances becomes the fleet model's; returns instances billing per tier."""
+        """The store's view of the instances becomes the fleet model's; returns instances billing per tier.
+
+        Only after a tick that wrote to the instances: the view cannot have changed otherwise, and most ticks
+        change nothing (reading every tick cost as much as the fleet model's own work on a batch night)."""
+        if not self.writes.take():
+            return self.billing
         ready: dict[str, set[str]] = {n: set() for n in self.members}
         draining: dict[str, set[str]] = {n: set() for n in self.members}
         billing: dict[str, int] = dict.fromkeys(self.members, 0)
-        with self.store.engine.connect() as conn:  # a plain read of seven columns: this runs every tick
-            rows: list[Any] = list(conn.execute(_live_rows_query()).all())
-        for tier, state, provider, provider_id, capacity, launched_at, ready_at in rows:
+        with self.store.unit_of_work() as uow:
+            rows = uow.instances.live()
+        # Creation order (simulated ids count up): spot preemption times are drawn in the order instances appear.
+        for row in sorted(rows, key=lambda r: (r.provider, r.provider_id or "")):
+            tier, provider_id = row.tier, row.provider_id
             if provider_id is None or tier not in self.members:
                 continue
             billing[tier] += 1
-            self.events.watch(provider, provider_id, capacity, launched_at - self.start)
-            if state == InstanceState.READY:
+            launched_at = row.launched_at if row.launched_at is not None else row.created_at
+            self.events.watch(row.provider, provider_id, row.capacity, launched_at - self.start)
+            if row.state is InstanceState.READY:
                 ready[tier].add(provider_id)
-            elif state == InstanceState.DRAINING and ready_at is not None:
+            elif row.state is InstanceState.DRAINING and row.ready_at is not None:
                 draining[tier].add(provider_id)
         for name, (was_ready, was_draining) in self.members.items():
             now_ready, now_draining = frozenset(ready[name]), frozenset(draining[name])
@@ -246,6 +269,7 @@ class _Run:
                 self.fleet.interrupt(name, cut, now)
             self.fleet.set_instances(name, sorted(now_ready), sorted(now_draining), now)
             self.members[name] = (now_ready, now_draining)
+        self.billing = billing
         return billing
 
     def _billed(self) -> float:
@@ -261,16 +285,11 @@ class _Run:
                 entry = per_tier.setdefault(name, [0.0, 0.0])
                 entry[0] += dollars
                 entry[1] += seconds
-        with self.store.sessions() as s:
-            interrupted = dict(
-                s.execute(
-                    select(InstanceRecord.tier, func.count())
-                    .where(InstanceRecord.interrupted.is_(True))
-                    .group_by(InstanceRecord.tier)
-                ).all()
-            )
-            decisions = int(s.scalar(select(func.count()).select_from(DecisionRecord)) or 0)
-            events = dict(s.execute(select(EventRecord.kind, func.count()).group_by(EventRecord.kind)).all())
+        everything = sys.maxsize  # the whole run: counts, not a page
+        rows = self.store.instances(include_ended=True, limit=everything)
+        interrupted = Counter(r.tier for r in rows if r.interrupted)
+        decisions = len(self.store.decisions(limit=everything))
+        events = Counter(e.kind for e in self.store.events(limit=everything))
         for name, outcome in list(report.tiers.items()):
             dollars, seconds = per_tier.get(name, [0.0, 0.0])
             report.tiers[name] = dataclasses.replace(
@@ -283,7 +302,7 @@ class _Run:
             report=report,
             ticks=ticks,
             decisions=decisions,
-            events=dict(Counter({str(k): int(v) for k, v in events.items()})),
+            events={str(k): int(v) for k, v in events.items()},
             billed=billed,
             billed_with_warmup=billed_total,
             interruptions_scheduled=self.events.interruptions_scheduled,

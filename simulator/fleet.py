@@ -13,26 +13,25 @@ from typing import Literal, Protocol
 
 from policies.types import Signals
 from simulator.batch_pool import BatchPool
-from simulator.instance_model import EngineConfig, EngineProfile, build_profile
 from simulator.serving_pool import ServingPool
 from simulator.workloads.sources import BatchTasks, PoissonSource, TraceSource, sessions_source
 from simulator.workloads.spec import BatchLoad, PoissonLoad, SessionsLoad, TierLoad, TraceLoad, Workload
+from sizing.engine import EngineProfile, launched_engine
 from sizing.gpus import gpu_info
-
-
-class _ServingLike(Protocol):
-    model: str
-    max_model_len: int
-    target_concurrency: int
+from sizing.spec import ServingSpec
 
 
 class TierLike(Protocol):
     """What the fleet needs from a tier's configuration (``controller.config.TierSpec`` fits)."""
 
-    gpu: str
-    gpu_count: int
-    capacity: str
-    serving: _ServingLike
+    @property
+    def gpu(self) -> str: ...
+    @property
+    def gpu_count(self) -> int: ...
+    @property
+    def capacity(self) -> str: ...
+    @property
+    def serving(self) -> ServingSpec: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,11 +51,10 @@ class TierModel:
         return "batch" if isinstance(self.load, BatchLoad) else "serving"
 
 
-def engine_config_for(tier: TierLike) -> EngineConfig:
-    """The vLLM flags the sizing rules give this tier: max-num-seqs at 2× the target concurrency."""
-    return EngineConfig(
-        max_num_seqs=max(16, 2 * tier.serving.target_concurrency), max_model_len=tier.serving.max_model_len
-    )
+def engine_for(tier: TierLike) -> EngineProfile:
+    """The engine the daemon would launch for this tier: ``tune_vllm_args`` (dtypes, max-num-seqs, memory
+    utilisation, batched tokens, max-model-len, tensor parallelism, the tier's ``extra_args``) on its GPU."""
+    return launched_engine(tier.serving, tier.gpu, tier.gpu_count)
 
 
 def tier_models(workload: Workload, tiers: Mapping[str, TierLike]) -> dict[str, TierModel]:
@@ -74,7 +72,7 @@ def tier_models(workload: Workload, tiers: Mapping[str, TierLike]) -> dict[str, 
         price = (info.spot_per_hour if spot and info.spot_per_hour else info.on_demand_per_hour) * tier.gpu_count
         profile = None
         if not isinstance(load, BatchLoad):
-            profile = build_profile(info.name, tier.serving.model, engine_config_for(tier))
+            profile = engine_for(tier)
         models[name] = TierModel(name, load, info.name, tier.gpu_count, price, profile)
     return models
 

@@ -10,7 +10,6 @@ from typing import Protocol
 import numpy as np
 
 from policies.types import Signals
-from simulator.instance_model import EngineProfile
 from simulator.latency_histogram import LatencyHistogram
 from simulator.requests import (
     ADMITTED,
@@ -33,7 +32,8 @@ from simulator.requests import (
     empty,
 )
 from simulator.requests import T as COL_T
-from simulator.serving_tick import Estimates, TickResult, lane_for, simulate_tick
+from simulator.serving_tick import Estimates, Lane, TickResult, lane_for, simulate_tick
+from sizing.engine import EngineProfile
 
 MAX_CLOSED_LOOP_PASSES = 4
 REPASS_CHANGE = 0.5  # re-run an open-loop tick when the batch estimate was off by more than this
@@ -112,6 +112,7 @@ class ServingPool:
         self._routable = np.zeros(0, dtype=np.bool_)
         self._retired: set[int] = set()
         self._est = Estimates(np.zeros(0), np.zeros(0), np.zeros(0))
+        self._lane_cache: tuple[Estimates, tuple[Lane, FloatArray]] | None = None
         self._prefill_free = np.zeros(0)
         self._inflight = empty()
         self._unrouted = empty()  # requests with no instance to go to (held at the load balancer)
@@ -220,7 +221,7 @@ class ServingPool:
         if not self._routable.any():
             return no_int, no_int, np.empty(0)
         routable = self._routable
-        lane, rate = lane_for(self.profile, self._est)
+        lane, rate = self._lane(self._est)
         d = self._inflight.data
         on = (d[:, ADMITTED] > 0) & (d[:, SESSION] >= 0)
         inst = d[on, INST].astype(np.int64)
@@ -228,6 +229,7 @@ class ServingPool:
         session, round_ = d[on, SESSION].astype(np.int64), d[on, ROUND].astype(np.int64)
         # Averages over the ready instances stand in for whichever instance a request will land on.
         step, free, chunk, r = (float(x[routable].mean()) for x in (lane.step, lane.free, lane.chunk, rate))
+        free_a, chunk_a = np.full(1, free), np.full(1, chunk)
         cur_s, cur_r, cur_t = first.icol(SESSION), first.icol(ROUND), first.col(COL_T)
         out_s, out_r, out_t = [], [], []
         for generation in range(1024):
@@ -237,7 +239,7 @@ class ServingPool:
                 else:
                     prompt = np.maximum(first.col(N_IN) - first.col(N_CACHED), 1.0)
                     n_out, u, overhead = first.col(N_OUT), first.col(U), first.col(OVERHEAD)
-                extra = self.profile.prefill_extra_s(prompt, np.full(1, free), np.full(1, chunk))
+                extra = self.profile.prefill_extra_s(prompt, free_a, chunk_a)
                 cur_end = cur_t + (u + 1.0) * step + extra + (n_out - 1.0) / r + overhead
                 session = np.concatenate([session, cur_s])
                 round_ = np.concatenate([round_, cur_r])
@@ -268,7 +270,14 @@ class ServingPool:
             incoming.data[:, INST] = routable[least_connections(loads, len(incoming))]
         else:
             incoming = empty()
-        return simulate_tick(self.profile, est, self._prefill_free, self._inflight, incoming, t0, t1)
+        return simulate_tick(self.profile, est, self._prefill_free, self._inflight, incoming, t0, t1, self._lane(est))
+
+    def _lane(self, est: Estimates) -> tuple[Lane, FloatArray]:
+        """The engine figures of ``est``, computed once per estimate (a closed-loop tick asks twice)."""
+        cached = self._lane_cache
+        if cached is None or cached[0] is not est:
+            cached = self._lane_cache = (est, lane_for(self.profile, est))
+        return cached[1]
 
     def _commit(self, t1: float, result: TickResult, sent: Requests) -> None:
         if self._routable.any():

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.instance_model import EngineProfile
 from simulator.requests import (
     ADMITTED,
     FIRST,
@@ -35,6 +34,7 @@ from simulator.requests import (
     U,
 )
 from simulator.requests import T as COL_T
+from sizing.engine import EngineProfile
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,11 +89,14 @@ def simulate_tick(
     new: Requests,
     t0: float,
     t1: float,
+    lane_rate: tuple[Lane, FloatArray] | None = None,
 ) -> TickResult:
-    """Advance ``carried`` (inside the instances at t0) and ``new`` (routed arrivals) to ``t1``."""
+    """Advance ``carried`` (inside the instances at t0) and ``new`` (routed arrivals) to ``t1``.
+
+    ``lane_rate``: ``lane_for(profile, est)`` when the caller has it already."""
     span = t1 - t0
     n_slots = est.batch.shape[0]
-    lane, rate = lane_for(profile, est)
+    lane, rate = lane_rate if lane_rate is not None else lane_for(profile, est)
     rel_free = prefill_free - t0  # times relative to t0 inside the scan (keeps float error tiny)
 
     d = Requests.concat([carried, new]).data

@@ -5,7 +5,8 @@ spellings. Providers map their own names onto these.
 
 Units: ``memory_gb`` is the marketing figure, which for HBM/GDDR parts is binary (an "80 GB" H100 has
 80 GiB of HBM3; nvidia-smi shows ~79.6 GiB usable). ``memory_bytes`` therefore uses 2**30 per GB. Prices
-are seed $/GPU-hour (spring 2026), used by the simulated cloud and ``scalectl plan``.
+are seed $/GPU-hour (spring 2026), used by the simulated cloud and ``scalectl plan``. TFLOPS are dense
+tensor-core peaks (no sparsity) from the spec sheets: inputs to the engine model (``sizing.engine``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ class GpuInfo:
     aliases: tuple[str, ...] = ()
     compute_capability: tuple[int, int] = (0, 0)
     architecture: str = ""
+    bf16_tflops: float = 0.0  # dense tensor-core peak (no sparsity), spec sheet: the engine model's compute
+    fp8_tflops: float | None = None  # None: no FP8 tensor cores
 
     @property
     def memory_bytes(self) -> int:
@@ -43,17 +46,30 @@ class GpuInfo:
 GPUS: dict[str, GpuInfo] = {
     g.name: g
     for g in (
-        GpuInfo("L40S-48GB", 48, 864, True, 0.72, None, ("L40S",), (8, 9), "Ada"),
-        GpuInfo("A100-40GB-PCIe", 40, 1555, False, 0.90, 0.80, ("A100-40GB", "A100 40GB"), (8, 0), "Ampere"),
+        GpuInfo("L40S-48GB", 48, 864, True, 0.72, None, ("L40S",), (8, 9), "Ada", 362.0, 733.0),
+        GpuInfo("A100-40GB-PCIe", 40, 1555, False, 0.90, 0.80, ("A100-40GB", "A100 40GB"), (8, 0), "Ampere", 312.0),
         # Spot: RunPod's A100 PCIe 80GB spot/on-demand ratio in its March 2026 price list (spot $1.19,
         # on-demand $2.10; deploybase.ai "RunPod GPU Pricing", 2026-03-10) applied to our $1.04 seed.
         # The old seed ($1.14, above on-demand) had no source and sent spot tiers to on-demand.
         GpuInfo(
-            "A100-80GB-PCIe", 80, 1935, False, 1.04, 0.59, ("A100", "A100-80GB", "A100 80GB PCIe"), (8, 0), "Ampere"
+            "A100-80GB-PCIe",
+            80,
+            1935,
+            False,
+            1.04,
+            0.59,
+            ("A100", "A100-80GB", "A100 80GB PCIe"),
+            (8, 0),
+            "Ampere",
+            312.0,
         ),
-        GpuInfo("A100-80GB-SXM4", 80, 2039, False, 1.29, 0.99, ("A100-SXM4", "A100 SXM4 80GB"), (8, 0), "Ampere"),
-        GpuInfo("A100-40GB-SXM4", 40, 1555, False, 1.29, None, ("A100 SXM4 40GB",), (8, 0), "Ampere"),
-        GpuInfo("H100-PCIe-80GB", 80, 2039, True, 2.51, None, ("H100-PCIe", "H100 PCIe"), (9, 0), "Hopper"),
+        GpuInfo(
+            "A100-80GB-SXM4", 80, 2039, False, 1.29, 0.99, ("A100-SXM4", "A100 SXM4 80GB"), (8, 0), "Ampere", 312.0
+        ),
+        GpuInfo("A100-40GB-SXM4", 40, 1555, False, 1.29, None, ("A100 SXM4 40GB",), (8, 0), "Ampere", 312.0),
+        GpuInfo(
+            "H100-PCIe-80GB", 80, 2039, True, 2.51, None, ("H100-PCIe", "H100 PCIe"), (9, 0), "Hopper", 756.0, 1513.0
+        ),
         GpuInfo(
             "H100-SXM5-80GB",
             80,
@@ -64,11 +80,15 @@ GPUS: dict[str, GpuInfo] = {
             ("H100", "H100-SXM", "H100 SXM5", "H100-SXM5"),
             (9, 0),
             "Hopper",
+            989.0,
+            1979.0,
         ),
-        GpuInfo("H200-141GB", 141, 4800, True, 3.70, None, ("H200", "H200-SXM"), (9, 0), "Hopper"),
-        GpuInfo("B200-192GB", 192, 8000, True, 5.50, 2.01, ("B200",), (10, 0), "Blackwell"),
-        GpuInfo("RTX4090-24GB", 24, 1008, True, 0.39, 0.25, ("RTX4090", "RTX 4090"), (8, 9), "Ada"),
-        GpuInfo("RTX5090-32GB", 32, 1792, True, 0.69, 0.45, ("RTX5090", "RTX 5090"), (12, 0), "Blackwell"),
+        GpuInfo("H200-141GB", 141, 4800, True, 3.70, None, ("H200", "H200-SXM"), (9, 0), "Hopper", 989.0, 1979.0),
+        GpuInfo("B200-192GB", 192, 8000, True, 5.50, 2.01, ("B200",), (10, 0), "Blackwell", 2250.0, 4500.0),
+        GpuInfo("RTX4090-24GB", 24, 1008, True, 0.39, 0.25, ("RTX4090", "RTX 4090"), (8, 9), "Ada", 165.0, 330.0),
+        GpuInfo(
+            "RTX5090-32GB", 32, 1792, True, 0.69, 0.45, ("RTX5090", "RTX 5090"), (12, 0), "Blackwell", 209.0, 419.0
+        ),
     )
 }
 

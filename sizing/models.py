@@ -136,10 +136,6 @@ for _m in MODELS.values():
         _BY_SQUASHED.setdefault(_squash(_alias), _m.name)
 
 
-def known_models() -> list[str]:
-    return list(MODELS)
-
-
 def lookup_model(name: str) -> ModelInfo:
     """Catalogue entry by Hugging Face id or short name ("llama-3.1-8b"); UnknownModel says how to add one."""
     found = _BY_SQUASHED.get(_squash(name))

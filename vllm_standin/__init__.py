@@ -2,7 +2,6 @@
 latency model. Used by tests, the simulator, benchmarks and the local provider."""
 
 from vllm_standin.app import Standin, StandinConfig
-from vllm_standin.engine import LatencyModel
 from vllm_standin.server import RunningStandins, run_in_thread
 
-__all__ = ["LatencyModel", "RunningStandins", "Standin", "StandinConfig", "run_in_thread"]
+__all__ = ["RunningStandins", "Standin", "StandinConfig", "run_in_thread"]

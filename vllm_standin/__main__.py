@@ -1,5 +1,5 @@
 """``python -m vllm_standin --host 127.0.0.1 --port N --model NAME --max-model-len L [--max-num-seqs S]
-[--speed F] [--metrics-generation new|old] [--shutdown-timeout SECONDS]``"""
+[--gpu GPU] [--speed F] [--metrics-generation new|old] [--shutdown-timeout SECONDS]``"""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", required=True)
     p.add_argument("--max-model-len", type=int, required=True)
     p.add_argument("--max-num-seqs", type=int, default=256)
+    p.add_argument("--gpu", default="H100-SXM5-80GB", help="the GPU whose figures the engine model uses")
     p.add_argument("--speed", type=_positive_float, default=1.0, help="run the latency model this many times faster")
     p.add_argument("--metrics-generation", choices=["new", "old"], default="new")
     p.add_argument("--shutdown-timeout", type=float, default=30.0, help="seconds to finish in-flight requests")
@@ -36,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         model=args.model,
         max_model_len=args.max_model_len,
         max_num_seqs=args.max_num_seqs,
+        gpu=args.gpu,
         speed=args.speed,
         metrics_generation=args.metrics_generation,
     )

@@ -14,7 +14,7 @@ import uuid
 import zlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
@@ -23,8 +23,13 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from sizing.engine import EngineConfig, EngineProfile, build_profile
+from sizing.errors import UnknownModel
+from sizing.gpus import gpu_info
+from sizing.models import lookup_model
+from sizing.plan import choose_dtypes
 from vllm_standin.catalogue import Generation
-from vllm_standin.engine import Engine, LatencyModel, Request, count_tokens
+from vllm_standin.engine import Engine, Request, count_tokens
 from vllm_standin.metrics import MetricsRenderer, MetricsState
 
 _WORDS = ("the", " model", " answers", " with", " a", " plan", ",", " then", " checks", " it", ".", " Next")
@@ -37,8 +42,23 @@ class StandinConfig:
     max_num_seqs: int = 256
     speed: float = 1.0
     metrics_generation: Generation = "new"
-    latency: LatencyModel = field(default_factory=LatencyModel)
+    gpu: str = "H100-SXM5-80GB"  # whose figures the engine model uses
+    latency_model: str = "meta-llama/Llama-3.1-8B-Instruct"  # the figures for a model the catalogue lacks
     process_metrics: bool = True
+
+
+def engine_profile(c: StandinConfig) -> EngineProfile:
+    """The engine model for the served model on ``c.gpu``, with the dtypes ``scalectl plan`` picks for it."""
+    try:
+        model = lookup_model(c.model)
+    except UnknownModel:
+        model = lookup_model(c.latency_model)
+    gpu = gpu_info(c.gpu)
+    weights, kv, _ = choose_dtypes(model, gpu, None, None)
+    config = EngineConfig(
+        max_num_seqs=c.max_num_seqs, max_model_len=c.max_model_len, weights_dtype=weights, kv_cache_dtype=kv
+    )
+    return build_profile(gpu, model, config)
 
 
 class Standin:
@@ -49,7 +69,7 @@ class Standin:
         c = self.config
         self.state = MetricsState(c.metrics_generation, c.model, c.max_model_len, created_at=time.time())
         self.renderer = MetricsRenderer(self.state, process_metrics=c.process_metrics)
-        self.engine = Engine(self.state, max_num_seqs=c.max_num_seqs, speed=c.speed, model=c.latency)
+        self.engine = Engine(self.state, engine_profile(c), speed=c.speed)
         self._gzip_cache: tuple[bytes, bytes] | None = None
         self.app = Starlette(
             routes=[

@@ -1,10 +1,12 @@
-"""A continuous-batching engine model: what makes the stand-in's latencies and metrics move like vLLM's.
+"""A continuous-batching engine: what makes the stand-in's latencies and metrics move like vLLM's.
 
 Each engine step decodes one token for every running request and prefills up to ``max_num_batched_tokens``
-prompt tokens (chunked prefill). A step takes ``step_base_s + step_per_seq_s × running +
-prefill_per_token_s × prefill tokens`` of model time, so TTFT grows with queueing and prefill and the
-inter-token latency grows with the batch size. Wall-clock sleeps are model time divided by ``speed``;
-the recorded metrics are model time, so a fast test still reads realistic seconds.
+prompt tokens (chunked prefill). How long a step takes comes from the project's one engine model
+(``sizing.engine.EngineProfile.step_s``, the roofline the simulator uses): decode streams the weights and
+the batch's KV cache, prompt tokens fill the compute the memory-bound step leaves idle and stretch it
+beyond. So TTFT grows with queueing and prefill and the inter-token latency with the batch and its KV.
+Wall-clock sleeps are model time divided by ``speed``; the recorded metrics are model time, so a fast test
+still reads realistic seconds.
 """
 
 from __future__ import annotations
@@ -16,19 +18,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from sizing.engine import EngineProfile
 from vllm_standin.metrics import MetricsState
-
-
-@dataclass(frozen=True, slots=True)
-class LatencyModel:
-    """Defaults land near the calibration run: Llama 3.1 8B FP8 on one H100, 100 sessions, 600 in / 350 out
-    tokens → TTFT tens of milliseconds, ~5 ms per output token."""
-
-    step_base_s: float = 0.004
-    step_per_seq_s: float = 0.00001
-    prefill_per_token_s: float = 0.00005
-    max_num_batched_tokens: int = 2048
-    kv_tokens_per_seq: int = 1024  # KV capacity = max_num_seqs × this (tokens)
 
 
 @dataclass(eq=False)
@@ -58,14 +49,14 @@ class Engine:
     """Runs the step loop as an asyncio task. ``submit`` queues a request; read its ``tokens`` queue
     (token index per step, ``None`` when finished)."""
 
-    def __init__(self, state: MetricsState, *, max_num_seqs: int, speed: float, model: LatencyModel | None = None):
+    def __init__(self, state: MetricsState, profile: EngineProfile, *, speed: float):
         if speed <= 0:
             raise ValueError("speed must be > 0")
         self.state = state
-        self.max_num_seqs = max_num_seqs
+        self.profile = profile
+        self.max_num_seqs = profile.max_num_seqs
         self.speed = speed
-        self.model = model or LatencyModel()
-        self.kv_capacity = max_num_seqs * self.model.kv_tokens_per_seq
+        self.kv_capacity = profile.kv_capacity_tokens
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.healthy = True
@@ -148,9 +139,9 @@ class Engine:
                 self._wake.clear()
                 await self._wake.wait()
             self._admit()
+            kv_tokens = sum(r.kv_tokens for r in self.running)
             prefill_tokens, decoding = self._plan_step()
-            m = self.model
-            step_s = m.step_base_s + m.step_per_seq_s * len(self.running) + m.prefill_per_token_s * prefill_tokens
+            step_s = self.profile.step_s(len(decoding), kv_tokens, prefill_tokens)
             await asyncio.sleep(step_s / self.speed)
             self._finish_step(prefill_tokens, decoding, time.monotonic())
 
@@ -177,7 +168,7 @@ class Engine:
                 self.state.counters["preemptions"] += 1
 
     def _plan_step(self) -> tuple[int, list[Request]]:
-        budget = self.model.max_num_batched_tokens
+        budget = self.profile.max_num_batched_tokens
         decoding = [r for r in self.running if r.prefill_remaining == 0]
         budget -= len(decoding)
         prefill_tokens = 0

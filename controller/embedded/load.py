@@ -1,7 +1,9 @@
 """A synthetic load for the embedded demo: a diurnal ramp on the serving tiers and batch bursts on the
 batch tier, as a fluid model over the instances the simulated cloud has running.
 
-This is a demo source, not the simulator (which replays traces through a calibrated instance model).
+This is a demo source, not the simulator (which replays requests one by one), but its latencies come from
+the same engine model (``sizing.engine``) as the simulator and the vLLM stand-in, for the engine the
+daemon would launch on each bundled tier's GPU.
 """
 
 from __future__ import annotations
@@ -11,10 +13,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from clocks import Clock
+from controller.config import parse_config
+from controller.embedded import bundled_tiers_text
 from controller.signals.reading import TierReading
 from controller.signals.spec import SignalsSpec
 from policies.types import Signals
 from providers.simulated import SimulatedCloud
+from sizing.engine import EngineProfile, launched_engine
+
+# A demo session's request: prompt and answer (tokens), and the quantiles of a standard normal the
+# client overhead (lognormal) is read at for TTFT p50 / p95 / p99.
+PROMPT_TOKENS, OUTPUT_TOKENS, THINK_S = 600.0, 350.0, 0.3
+Z = {0.50: 0.0, 0.95: 1.645, 0.99: 2.326}
 
 
 @dataclass
@@ -43,11 +53,15 @@ class SyntheticLoad:
     def __init__(self, clock: Clock, cloud: SimulatedCloud):
         self.clock = clock
         self.cloud = cloud
+        bundled = parse_config(bundled_tiers_text(), "bundled example tiers").tiers
         self.serving = {
             "orchestrator": _Serving(peak_sessions=320.0, slots_per_instance=60.0),
             "support-daytime": _Serving(peak_sessions=200.0, slots_per_instance=60.0, period=5400.0),
         }
         self.batch = {"research": _Batch(burst=200)}
+        self.engines = {
+            n: launched_engine(bundled[n].serving, bundled[n].gpu, bundled[n].gpu_count) for n in self.serving
+        }
         self._last: dict[str, float] = {}
         self._t0: float | None = None  # the demo day starts at night, when the daemon starts
 
@@ -59,7 +73,7 @@ class SyntheticLoad:
         self._last[tier] = now
         running = self.cloud.running_by_tier().get(tier, 0)
         if tier in self.serving:
-            signals = self._serve(self.serving[tier], now - self._t0, dt, running)
+            signals = self._serve(self.serving[tier], self.engines[tier], now - self._t0, dt, running)
         elif tier in self.batch:
             signals = self._work(self.batch[tier], now, dt, running)
         else:
@@ -67,24 +81,30 @@ class SyntheticLoad:
         return TierReading(signals, now, sources={"*": "synthetic"})
 
     @staticmethod
-    def _serve(s: _Serving, elapsed: float, dt: float, running: int) -> Signals:
+    def _serve(s: _Serving, engine: EngineProfile, elapsed: float, dt: float, running: int) -> Signals:
         """Closed-loop sessions: each waits for its answer before asking again, so the queue is the
-        sessions the running instances have no slot for, and latency climbs with utilisation."""
+        sessions the running instances have no slot for; those wait for a slot to free up."""
         phase = (elapsed % s.period) / s.period
         sessions = s.peak_sessions * (s.night + (1 - s.night) * math.sin(math.pi * phase) ** 2)
         slots = running * s.slots_per_instance
+        served = min(sessions, slots)
         waiting = max(0.0, sessions - slots)
-        utilisation = min(sessions / slots, 1.0) if slots else 1.0
-        ttft_p95 = 0.12 + 0.3 * utilisation**4 + (waiting / max(sessions, 1.0)) * 2.0
+        ttft = _ttft_quantiles(engine, served / running if running else 0.0)
+        if slots and waiting:  # a waiting session starts when one of the served ones finishes its turn
+            per_turn = ttft[0.50] + OUTPUT_TOKENS * _decode_step(engine, s.slots_per_instance) + THINK_S
+            wait = waiting / (served / per_turn)
+            ttft = {q: v + (wait if 1.0 - q < waiting / sessions else 0.0) for q, v in ttft.items()}
+        elif not slots:
+            ttft = {q: v + 2.0 for q, v in ttft.items()}  # nothing serves: the balancer holds every request
         rate = sessions / 2.5  # one request per ~2.5 s per session (answer + think time)
         return Signals(
             queue_depth=round(waiting, 1),
-            in_flight=round(min(sessions, slots), 1),
-            ttft_p50_s=round(ttft_p95 * 0.4, 4),
-            ttft_p95_s=round(ttft_p95, 4),
-            ttft_p99_s=round(ttft_p95 * 1.7, 4),
+            in_flight=round(served, 1),
+            ttft_p50_s=round(ttft[0.50], 4),
+            ttft_p95_s=round(ttft[0.95], 4),
+            ttft_p99_s=round(ttft[0.99], 4),
             requests_waiting=round(waiting, 1),
-            requests_running=round(min(sessions, slots), 1),
+            requests_running=round(served, 1),
             request_rate=round(rate, 3),
             arrivals=round(rate * dt, 1),
         )
@@ -108,3 +128,16 @@ class SyntheticLoad:
 
     async def aclose(self) -> None:
         return None
+
+
+def _decode_step(engine: EngineProfile, batch: float) -> float:
+    return float(engine.decode_step_s(batch, batch * (PROMPT_TOKENS + OUTPUT_TOKENS / 2)))
+
+
+def _ttft_quantiles(engine: EngineProfile, batch: float) -> dict[float, float]:
+    """TTFT of an admitted request at ``batch`` running sequences per instance: half a step to the next step
+    boundary, the step its prompt rides in (stretched by the prompt), and the client overhead (HTTP, chat
+    template, streaming) at each quantile."""
+    kv = batch * (PROMPT_TOKENS + OUTPUT_TOKENS / 2)
+    engine_s = 0.5 * _decode_step(engine, batch) + engine.step_s(batch, kv, PROMPT_TOKENS)
+    return {q: engine.overhead_median_s * math.exp(z * engine.overhead_sigma) + engine_s for q, z in Z.items()}

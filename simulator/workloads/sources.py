@@ -12,12 +12,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from simulator.instance_model import EngineProfile
 from simulator.requests import FloatArray, Requests, draw_fresh, empty, fresh
 from simulator.workloads.sessions import ClosedLoopSessions
 from simulator.workloads.shapes import Shape, evaluate, peak_over
 from simulator.workloads.spec import BatchLoad, PoissonLoad, SessionsLoad, TraceLoad, Workload
 from simulator.workloads.traces import read_trace, replay
+from sizing.engine import EngineProfile
 
 BLOCK_S = 3600.0
 

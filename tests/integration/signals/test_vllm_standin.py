@@ -18,7 +18,9 @@ from clocks import SystemClock
 from controller.signals.exposition import parse_vllm_metrics, parse_vllm_metrics_reference
 from controller.signals.reader import SignalReader
 from controller.signals.spec import SignalsSpec
+from sizing.engine import EngineConfig, build_profile
 from vllm_standin import StandinConfig, run_in_thread
+from vllm_standin.app import engine_profile
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[3]
@@ -77,6 +79,15 @@ def test_metrics_count_what_was_served(generation: str) -> None:
         assert 'vllm:num_requests_running{engine="0",model_name="m"}' in text and "vllm:prompt_tokens_created" in text
     else:
         assert 'vllm:num_requests_running{model_name="m"}' in text and "_created" not in text
+
+
+def test_the_standin_runs_the_shared_engine_model_for_its_model_and_gpu() -> None:
+    h100 = engine_profile(StandinConfig(model="meta-llama/Llama-3.1-8B-Instruct", max_num_seqs=64))
+    assert h100 == build_profile("H100-SXM5-80GB", "llama-3.1-8b", EngineConfig(max_num_seqs=64))
+    # A name the catalogue lacks runs with Llama 3.1 8B's figures; an Ampere GPU gets BF16 and a 2-byte KV cache.
+    a100 = engine_profile(StandinConfig(model="m", gpu="A100-80GB-PCIe"))
+    assert a100.kv_bytes_per_token == 2 * h100.kv_bytes_per_token
+    assert a100.step_s(1, 1000, 0) > h100.step_s(1, 1000, 0)
 
 
 def test_ttft_grows_with_queueing() -> None:

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from sizing.spec import ServingSpec
 
 TRACES = Path("/work/shared/traces")
 
@@ -16,20 +18,13 @@ def traces_dir() -> Path:
 
 
 @dataclass(frozen=True)
-class ServingLike:
-    model: str = "meta-llama/Llama-3.1-8B-Instruct"
-    max_model_len: int = 4096
-    target_concurrency: int = 100
-
-
-@dataclass(frozen=True)
 class TierLike:
     """The part of a tier's configuration the fleet reads (``controller.config.TierSpec`` fits too)."""
 
     gpu: str = "H100-SXM5-80GB"
     gpu_count: int = 1
     capacity: str = "on-demand"
-    serving: ServingLike = ServingLike()
+    serving: ServingSpec = field(default_factory=ServingSpec)
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from simulator.instance_model import EngineConfig, build_profile
 from simulator.serving_pool import ServingPool
 from simulator.workloads.sessions import ClosedLoopSessions
 from simulator.workloads.tokens import TokenDist
+from sizing.engine import EngineConfig, build_profile
 
 # 1× H100 SXM5, Llama 3.1 8B FP8, vLLM --max-num-seqs 200, 100 closed-loop sessions of ~600 + ~350 tokens,
 # think time 0.1–0.5 s. The reference's load generator draws every prompt from 500 templates behind one
@@ -73,6 +73,13 @@ def test_100_sessions_on_one_h100_reproduce_the_case_study_within_25_percent(ref
     got = float(value(reference_run))
     want = REFERENCE[metric]
     assert abs(got - want) / want <= 0.25, f"{metric}: model {got:.4g} vs reference {want:.4g}"
+
+
+@pytest.mark.parametrize(("metric", "q"), [("ttft_p50", 0.50), ("ttft_p95", 0.95), ("ttft_p99", 0.99)])
+def test_ttft_quantiles_are_within_8_percent_of_the_case_study(reference_run, metric, q) -> None:
+    got = float(np.quantile(reference_run.ttft, q))
+    want = REFERENCE[metric]
+    assert abs(got - want) / want <= 0.08, f"{metric}: model {got:.4g} vs reference {want:.4g}"
 
 
 def test_nothing_waits_at_100_sessions(reference_run) -> None:

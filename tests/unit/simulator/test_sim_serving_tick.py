@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.instance_model import EngineConfig, build_profile
 from simulator.requests import FIRST, INST, Requests, fresh
 from simulator.serving_pool import ServingPool, least_connections
 from simulator.serving_tick import Estimates, lane_for, simulate_tick
 from simulator.workloads.sources import fresh_requests
+from sizing.engine import EngineConfig, build_profile
 
 
 def _estimates(n: int, batch: float) -> Estimates:

@@ -5,10 +5,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.instance_model import build_profile
 from simulator.workloads.shapes import DailyShape, DiurnalShape, SpikeShape, evaluate
 from simulator.workloads.sources import BatchTasks, PoissonSource, TraceSource, sessions_source
 from simulator.workloads.spec import WorkloadError, load_workload, parse_workload
+from sizing.engine import build_profile
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "workloads"
