@@ -28,6 +28,7 @@ from controller.serving_hooks import ServingHooks, build_hooks
 from controller.settings import Settings
 from controller.signals.reading import SignalSource
 from controller.status import fleet_status
+from controller.store import world_clock
 from controller.store.repository import Store
 from controller.systemd import SystemdNotifier, watchdog_interval
 from providers.base import Provider
@@ -122,6 +123,7 @@ class Daemon:
             **self.serving.reconciler_kwargs(),
         )
         self._config_version = store.config_version()
+        self._publish_clock(store)
         return Controller(
             self.settings, self.clock, store, fleet, providers, signals, reconciler, {"embedded": embedded}
         )
@@ -142,6 +144,15 @@ class Daemon:
             controller.reconciler.providers.update({n: controller.providers[n] for n in new})
         controller.fleet = fleet
         log.info("configuration v%s picked up", version)
+
+    def _publish_clock(self, store: Store, *, running: bool = True) -> None:
+        """Let `scalectl` read stored times in this daemon's (possibly accelerated) world."""
+        try:
+            world_clock.publish(
+                store, speed=self.options.speed, world=self.clock.now(), wall=self.real_clock.now(), running=running
+            )
+        except Exception:  # ages in the CLI are a convenience: never stop reconciling over them
+            log.warning("could not publish the world clock", exc_info=True)
 
     # ---- running ---------------------------------------------------------------------------------
     async def _tick(self) -> None:
@@ -164,6 +175,7 @@ class Daemon:
                     self.notifier.ready(f"reconciling {len(report.tiers)} tiers")
                 self.notifier.watchdog()
             self._ticks += 1
+            self._publish_clock(controller.store)
             if self.options.max_ticks is not None and self._ticks >= self.options.max_ticks:
                 self._stop.set()
             if self.options.run_for is not None and self.clock.now() - self._started >= self.options.run_for:
@@ -221,6 +233,7 @@ class Daemon:
             if server is not None and server_task is not None:
                 server.should_exit = True
                 await server_task
+            self._publish_clock(controller.store, running=False)
             await controller.aclose()
             if self.serving is not None:
                 await self.serving.aclose()

@@ -113,3 +113,15 @@ class EventRecord(Base):
     instance_key: Mapped[str | None] = mapped_column(String(63), nullable=True)
     kind: Mapped[str] = mapped_column(String(40))
     message: Mapped[str] = mapped_column(Text)
+
+
+class WorldClockRecord(Base):
+    """The daemon's clock as the CLI needs it to read stored times: under ``--speed`` the rows are stamped
+    with an accelerated world time, so "now" for ages and ``--since`` is that world's now, not the wall's."""
+
+    __tablename__ = "world_clock"
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    speed: Mapped[float] = mapped_column(Float)
+    world_at: Mapped[float] = mapped_column(Float)  # the world's time at ...
+    wall_at: Mapped[float] = mapped_column(Float)  # ... this wall-clock time
+    running: Mapped[bool] = mapped_column(default=True)  # False once the daemon stopped: the world stands still

@@ -56,6 +56,16 @@ def test_embedded_daemon_scales_up_and_down_without_flapping(tmp_path: Path) -> 
     status = {r["tier"]: r for r in json_of(scalectl(tmp_path, "status", "-o", "json"))}
     assert set(status) == {"orchestrator", "research", "support-daytime"}
 
+    # The rows carry the 300× world's time: the CLI reads them in that world (no negative ages, and
+    # --since filters), although that world ended ~70 min ahead of the wall clock.
+    recent = json_of(scalectl(tmp_path, "events", "--since", "10m", "--limit", "100000", "-o", "json"))
+    newest = max(e["t"] for e in events)
+    assert recent and len(recent) < len(events)
+    assert all(e["t"] >= newest - 600 - 60 for e in recent)
+    described = json_of(scalectl(tmp_path, "describe", "tier", "orchestrator", "-o", "json"))
+    ages = [d["age"] for d in described["decisions"]] + [i["age"] for i in described["instances"]]
+    assert ages and not any(a.startswith("-") for a in ages), ages
+
 
 BURST = """
 tiers:
