@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
@@ -17,8 +18,17 @@ from controller.store.repository import Store
 def settings() -> Settings:
     try:
         return Settings()
-    except Exception as exc:  # pydantic ValidationError: name the variable
-        fail(f"bad environment setting: {exc}", EXIT_USAGE)
+    except ValidationError as exc:  # name the variable, one line per problem
+        problems = [
+            f"{_env_name(err['loc'])}={err.get('input')!r}: {err['msg']}; fix or unset the variable"
+            for err in exc.errors()
+        ]
+        fail("bad environment setting: " + "\n".join(problems), EXIT_USAGE)
+
+
+def _env_name(loc: tuple[int | str, ...]) -> str:
+    field = str(loc[0]) if loc else "?"
+    return "SCALECTL_DATABASE_URL" if field == "database_url" else f"SCALECTL_{field.upper()}"
 
 
 def safe_url(url: str) -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
 
 import typer
 
@@ -11,12 +13,29 @@ app = typer.Typer(
     help="GPU fleet autoscaler for LLM agent fleets.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
 )
 
 
+def scalectl_version() -> str:
+    try:
+        return package_version("scalectl")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"scalectl {scalectl_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """GPU fleet autoscaler for LLM agent fleets."""
     # A callback keeps `scalectl <command>` a command group even while only one command is registered.
 
@@ -32,6 +51,7 @@ COMMAND_MODULES = [
     "controller.cli.simulate_cmd",
     "controller.cli.daemon_cmd",
     "controller.cli.db_cmds",
+    "controller.cli.schema_cmd",
 ]
 
 

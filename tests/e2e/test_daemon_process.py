@@ -156,3 +156,15 @@ def test_sigterm_stops_cleanly_after_the_tick_in_progress(tmp_path: Path) -> Non
             daemon.kill()
     assert code == 0
     assert "stopped cleanly" in err
+
+
+def test_json_logs_from_the_environment_carry_the_demo_time(tmp_path: Path) -> None:
+    run = scalectl(
+        tmp_path, "daemon", "--speed", "60", "--ticks", "2", "--port", "0", SCALECTL_LOG_FORMAT="json", timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    records = [json.loads(line) for line in run.stderr.splitlines() if line.strip()]
+    assert records and all(r["world_time"] and r["time"] and r["level"] for r in records)
+    assert any("daemon started" in r["message"] for r in records)
+    bad = scalectl(tmp_path, "daemon", "--ticks", "1", SCALECTL_LOG_LEVEL="loud")
+    assert bad.returncode == 2 and "SCALECTL_LOG_LEVEL='loud'" in bad.stderr and "Traceback" not in bad.stderr
