@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from controller.signals.spec import SignalsSpec
+from controller.yaml_bounded import TooDeep, safe_load
 from policies.durations import Duration
 from policies.spec import PolicySpec
 from sizing.spec import ServingSpec
@@ -153,10 +154,37 @@ def _format_validation_error(exc: ValidationError, data: Any) -> list[str]:
     return problems
 
 
+def _cross_field_problems(data: Mapping[str, Any]) -> list[str]:
+    """The checks that pydantic runs only once every field of a model is valid (unknown providers, min above
+    max), done on the raw data so that one run reports every problem, not one layer per run."""
+    problems: list[str] = []
+    declared = data.get("providers")
+    known = set(declared) if isinstance(declared, Mapping) else set()
+    known |= set(IMPLICIT_PROVIDERS)
+    tiers = data.get("tiers")
+    for name, tier in tiers.items() if isinstance(tiers, Mapping) else ():
+        if not isinstance(tier, Mapping):
+            continue
+        providers = tier.get("providers")
+        for provider in providers if isinstance(providers, list) else ():
+            if isinstance(provider, str) and provider not in known:
+                problems.append(
+                    f'tier "{name}": providers: unknown provider "{provider}"; add it under the top-level '
+                    f"`providers:` block or use one of: {', '.join(sorted(known))}"
+                )
+        low, high = tier.get("min"), tier.get("max")
+        if type(low) is int and type(high) is int and low > high:
+            problems.append(f'tier "{name}": min ({low}) is above max ({high}); set min <= max')
+    return problems
+
+
 def parse_config(text: str, source: str = "<config>") -> FleetConfig:
-    """Parse and validate YAML text. Raises ConfigError naming ``source``, tier and field."""
+    """Parse and validate YAML text. Raises ConfigError naming ``source``, tier and field — every problem
+    of the file at once."""
     try:
-        data = yaml.safe_load(text)
+        data = safe_load(text)
+    except TooDeep as exc:
+        raise ConfigError(source, [str(exc)]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -167,7 +195,9 @@ def parse_config(text: str, source: str = "<config>") -> FleetConfig:
     try:
         return FleetConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, _format_validation_error(exc, data)) from None
+        problems = _format_validation_error(exc, data)
+        problems += [p for p in _cross_field_problems(data) if p not in problems]
+        raise ConfigError(source, problems) from None
 
 
 def load_config(path: str | Path) -> tuple[FleetConfig, str]:
