@@ -23,6 +23,8 @@ from controller.config import FleetConfig, load_config, parse_config
 from controller.embedded import bundled_tiers_text
 from controller.http_app import Health, build_http_app
 from controller.metrics import DaemonMetrics
+from controller.metrics_feed import MetricsFeed
+from controller.provider_metrics import metered
 from controller.reconciler.loop import Reconciler
 from controller.serving_hooks import ServingHooks, build_hooks
 from controller.settings import Settings
@@ -31,6 +33,7 @@ from controller.status import fleet_status
 from controller.store import world_clock
 from controller.store.repository import Store
 from controller.systemd import SystemdNotifier, watchdog_interval
+from controller.version import scalectl_version
 from providers.base import Provider
 
 log = logging.getLogger("scalectl.daemon")
@@ -60,7 +63,8 @@ class Daemon:
         self.real_clock = SystemClock()
         self.clock: Clock = ScaledClock(options.speed) if options.speed != 1.0 else self.real_clock
         self.notifier = SystemdNotifier()
-        self.metrics = DaemonMetrics()
+        self.metrics = DaemonMetrics(scalectl_version())
+        self.metrics_feed = MetricsFeed(self.metrics)
         self.health = Health(settings.tick_interval / options.speed, self.real_clock)
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -104,8 +108,9 @@ class Daemon:
     def build(self) -> Controller:
         store = open_store(self.settings)
         fleet, embedded = self._load_fleet(store)
-        providers = build_providers(provider_configs(fleet, self.settings), self.clock)
-        signals = self._signals(embedded, providers)
+        built = build_providers(provider_configs(fleet, self.settings), self.clock)
+        signals = self._signals(embedded, built)
+        providers = metered(built, self.metrics)
 
         def current_fleet() -> FleetConfig:  # providers added by `scalectl apply` while running count too
             return self.controller.fleet if self.controller is not None else fleet
@@ -140,7 +145,7 @@ class Daemon:
         configs = provider_configs(fleet, self.settings)
         new = {n: c for n, c in configs.items() if n not in controller.providers}
         if new:
-            controller.providers.update(build_providers(new, self.clock))
+            controller.providers.update(metered(build_providers(new, self.clock), self.metrics))
             controller.reconciler.providers.update({n: controller.providers[n] for n in new})
         controller.fleet = fleet
         log.info("configuration v%s picked up", version)
@@ -170,7 +175,13 @@ class Daemon:
                 self.metrics.ticks.labels("error").inc()
             else:
                 self.health.tick_ok()
-                self.metrics.observe_tick(report, controller.store, self.real_clock.monotonic() - started)
+                self.metrics_feed.observe(
+                    report,
+                    controller.store,
+                    controller.fleet.tiers,
+                    list(controller.providers),
+                    self.real_clock.monotonic() - started,
+                )
                 if self._ticks == 0:
                     self.notifier.ready(f"reconciling {len(report.tiers)} tiers")
                 self.notifier.watchdog()

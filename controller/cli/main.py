@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as package_version
 
 import typer
+
+from controller.version import scalectl_version
 
 app = typer.Typer(
     name="scalectl",
@@ -15,13 +15,6 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, PowerShell
 )
-
-
-def scalectl_version() -> str:
-    try:
-        return package_version("scalectl")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "0+unknown"
 
 
 def _print_version(value: bool) -> None:
