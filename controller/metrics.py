@@ -39,6 +39,7 @@ EVENT_KINDS = (
     "delete-retry",
     "no-placement",
 )
+SIGNAL_SOURCES = ("queue", "vllm", "prometheus")  # the `source` label: the kind, never an endpoint address
 PROVIDER_OPERATIONS = ("offers", "create", "get", "list", "delete")
 PROVIDER_OUTCOMES = ("ok", "error")
 DURATION_BUCKETS = (30, 60, 120, 180, 300, 600, 900, 1200, 1800, 3600)  # seconds: a boot takes 2–5 min
@@ -130,7 +131,9 @@ class DaemonMetrics:
         self.provider_errors = Counter(
             "scalectl_provider_errors", "Provider calls that failed in a tick", ["provider"], registry=r
         )
-        self.signal_errors = Counter("scalectl_signal_errors", "Signal source errors", ["tier", "source"], registry=r)
+        self.signal_errors = Counter(
+            "scalectl_signal_errors", "Signal source errors by kind of source", ["tier", "source"], registry=r
+        )
         self.tick_seconds = Histogram(
             "scalectl_tick_duration_seconds",
             "Reconcile tick duration",
@@ -150,6 +153,8 @@ class DaemonMetrics:
                 self.events.labels(tier, kind)
             for counter in (self.interruptions, self.budget_cap_hits, self.cost_total):
                 counter.labels(tier)
+            for source in SIGNAL_SOURCES:
+                self.signal_errors.labels(tier, source)
             self.launch_to_ready.labels(tier)
             self.drain_duration.labels(tier)
         for provider in providers:

@@ -69,8 +69,8 @@ class MetricsFeed:
                     _remove(m.signal, name, label)
                 else:
                     m.signal.labels(name, label).set(float(values[signal]))  # type: ignore[arg-type]
-            for source in tick.errors:
-                m.signal_errors.labels(name, source).inc()
+            for source in tick.errors:  # "vllm 10.0.0.7:8000" -> "vllm": instances come and go, labels must not
+                m.signal_errors.labels(name, source.split(" ", 1)[0]).inc()
         for provider in report.provider_errors:
             m.provider_errors.labels(provider).inc()
         self._instances(report.t, store)

@@ -84,3 +84,9 @@ def test_version_and_shell_completion() -> None:
     assert result.exit_code == 0 and result.stdout.strip() == f"scalectl {version('scalectl')}"
     result = runner.invoke(app, ["--show-completion", "bash"], prog_name="scalectl")
     assert result.exit_code == 0 and "complete " in result.stdout and "scalectl" in result.stdout
+
+
+def test_the_bundled_demo_is_the_example_file() -> None:
+    # The README's tour runs the demo, then `scalectl diff -f examples/tiers.yaml` and expects no change.
+    bundled = (ROOT / "controller" / "embedded" / "tiers.yaml").read_text()
+    assert bundled == (ROOT / "examples" / "tiers.yaml").read_text(), "keep the two files identical"

@@ -98,13 +98,15 @@ def test_signals_are_absent_while_unknown_and_decisions_count_by_outcome(store: 
     assert value(metrics, "scalectl_tier_signal", tier="orchestrator", signal="queue_depth") == 12
     assert value(metrics, "scalectl_tier_signal", tier="orchestrator", signal="ttft_p95_seconds") == 0.31
     assert value(metrics, "scalectl_tier_signal", tier="orchestrator", signal="in_flight") is None
-    held = TierTick("orchestrator", 3, 3, "queue_depth unknown (no scale-in on missing data)", 3, errors={"q": "x"})
+    held = TierTick(
+        "orchestrator", 3, 3, "queue_depth unknown (no scale-in on missing data)", 3, errors={"vllm 10.0.0.7:8000": "x"}
+    )
     _feed(feed, store, _tick(5.0, orchestrator=held))
     assert value(metrics, "scalectl_tier_signal", tier="orchestrator", signal="queue_depth") is None
     assert value(metrics, "scalectl_tier_signals_unknown", tier="orchestrator") == 1
     assert value(metrics, "scalectl_decisions_total", tier="orchestrator", outcome="scale_out") == 1
     assert value(metrics, "scalectl_decisions_total", tier="orchestrator", outcome="hold_unknown_signals") == 1
-    assert value(metrics, "scalectl_signal_errors_total", tier="orchestrator", source="q") == 1
+    assert value(metrics, "scalectl_signal_errors_total", tier="orchestrator", source="vllm") == 1
     assert decision_outcome(4, 2, "quiet for 5m") == "scale_in"
 
 
