@@ -11,6 +11,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from controller.errors import ConfigError
 from controller.signals.spec import SignalsSpec
 from controller.yaml_bounded import TooDeep, safe_load
 from policies.durations import Duration
@@ -88,15 +89,6 @@ class FleetConfig(_Strict):
                         f"add it under the top-level `providers:` block or use one of: {known}"
                     )
         return self
-
-
-class ConfigError(Exception):
-    """A configuration problem a person can fix. ``str()`` is one line per problem."""
-
-    def __init__(self, source: str, problems: list[str]):
-        self.source = source
-        self.problems = problems
-        super().__init__("\n".join(f"{source}: {p}" for p in problems))
 
 
 def _format_location(loc: tuple[Any, ...], data: Any) -> str:

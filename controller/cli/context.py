@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from controller.cli.output import EXIT_ERROR, EXIT_USAGE, fail
-from controller.config import ConfigError
+from controller.errors import ConfigError
 from controller.settings import Settings
-from controller.store.repository import Store
+
+if TYPE_CHECKING:
+    from controller.store.repository import Store
 
 
 def settings() -> Settings:
@@ -39,7 +42,7 @@ def safe_url(url: str) -> str:
 
 
 def open_store(s: Settings) -> Store:
-    from controller.app import open_store as _open
+    from controller.store.open import open_store as _open
 
     url = s.resolved_database_url()
     try:

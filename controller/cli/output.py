@@ -9,7 +9,6 @@ from enum import StrEnum
 from typing import Any, NoReturn
 
 import typer
-import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -35,6 +34,8 @@ def emit(data: Any, fmt: Format, *, columns: Sequence[str] | None = None, title:
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
         return
     if fmt is Format.yaml:
+        import yaml
+
         sys.stdout.write(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False))
         return
     console = Console(width=max(Console().width, 120))

@@ -6,12 +6,11 @@ import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Engine, Select, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from controller.config import FleetConfig, TierSpec, config_digest
 from controller.store.db import make_sessionmaker
 from controller.store.models import (
     ConfigVersion,
@@ -22,6 +21,9 @@ from controller.store.models import (
     TierRecord,
 )
 from policies.types import PolicyState
+
+if TYPE_CHECKING:  # the tiers-file models load lazily: read-only commands (`scalectl status`) never need them
+    from controller.config import FleetConfig, TierSpec
 
 R = TypeVar("R", DecisionRecord, EventRecord)
 LIVE_STATES = ("pending", "provisioning", "bootstrapping", "ready", "draining")
@@ -91,6 +93,8 @@ class Store:
         cached = self._active_cache
         if cached is not None and cached[0] == version:
             return dict(cached[1])
+        from controller.config import TierSpec
+
         tiers = {name: TierSpec.model_validate(spec) for name, spec in self.tier_specs().items()}
         self._active_cache = (version, tiers)
         return dict(tiers)
@@ -114,6 +118,8 @@ class Store:
         self, fleet: FleetConfig, text: str, source: str, now: float
     ) -> tuple[int | None, list[TierChange]]:
         """Store a new version when anything changed; returns (version or None if unchanged, changes)."""
+        from controller.config import config_digest
+
         with self.sessions.begin() as s:
             stored = {r.name: r for r in s.scalars(select(TierRecord)).all()}
             current = {n: r.spec for n, r in stored.items() if r.active}
