@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +21,7 @@ from clocks.scaled import ScaledClock
 from controller.app import Controller, build_providers, open_store, provider_configs
 from controller.config import FleetConfig, load_config, parse_config
 from controller.embedded import bundled_tiers_text
+from controller.embedded.demo_clock import DEMO_ZONE, world_start
 from controller.http_app import Health, build_http_app
 from controller.metrics import DaemonMetrics
 from controller.metrics_feed import MetricsFeed
@@ -92,28 +93,51 @@ class Daemon:
         log.info("no configuration found: running the bundled example tiers on the simulated cloud")
         return fleet, True
 
-    def _signals(self, embedded: bool, providers: dict[str, Provider]) -> SignalSource:
-        if embedded and "simulated" in providers:
-            from controller.embedded.load import SyntheticLoad
-            from providers.simulated import SimulatedCloud
-
-            cloud = providers["simulated"]
-            assert isinstance(cloud, SimulatedCloud)
-            return SyntheticLoad(self.clock, cloud)
+    def _signals(self, providers: dict[str, Provider], fleet: Callable[[], FleetConfig]) -> SignalSource:
+        """Configured sources; on the simulated cloud, tiers that name none read the demo's synthetic load."""
         from controller.signals.reader import SignalReader  # type: ignore[import-not-found, unused-ignore]
 
         reader: SignalSource = SignalReader(self.clock)
-        return reader
+        if "simulated" not in providers:
+            return reader
+        from controller.embedded.load import SyntheticLoad
+        from controller.embedded.routing import DemoOrRealSignals, reads_synthetic_load
+        from providers.simulated import SimulatedCloud
+
+        cloud = providers["simulated"]
+        assert isinstance(cloud, SimulatedCloud)
+        demo = [t for t in fleet().tiers if reads_synthetic_load(fleet(), t)]
+        if demo:
+            log.info("tiers %s name no signal source: they read the demo's synthetic load", ", ".join(demo))
+        return DemoOrRealSignals(SyntheticLoad(self.clock, cloud), reader, fleet)
+
+    def _start_demo_clock(self, store: Store) -> None:
+        """An accelerated world starts before the business-hours window, or where the last demo stopped."""
+        if self.options.speed == 1.0:
+            return
+        wall = self.real_clock.now()
+        published = world_clock.read(store)
+        start = world_start(wall, published.now(wall) if published is not None else None)
+        self.clock = ScaledClock(self.options.speed, start=start)
+        self._started = self.clock.now()
+        log.info(
+            "demo clock starts at %s (%s), %g× faster than the wall clock",
+            datetime.fromtimestamp(start, DEMO_ZONE).isoformat(timespec="minutes"),
+            DEMO_ZONE.key,
+            self.options.speed,
+        )
 
     def build(self) -> Controller:
         store = open_store(self.settings)
+        self._start_demo_clock(store)
         fleet, embedded = self._load_fleet(store)
         built = build_providers(provider_configs(fleet, self.settings), self.clock)
-        signals = self._signals(embedded, built)
-        providers = metered(built, self.metrics)
 
         def current_fleet() -> FleetConfig:  # providers added by `scalectl apply` while running count too
             return self.controller.fleet if self.controller is not None else fleet
+
+        signals = self._signals(built, current_fleet)
+        providers = metered(built, self.metrics)
 
         self.serving = build_hooks(self.settings, self.clock, current_fleet)
         reconciler = Reconciler(

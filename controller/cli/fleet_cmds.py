@@ -39,6 +39,17 @@ def _window(window: str | None) -> float | None:
         fail(f"--since: {exc}", EXIT_USAGE)
 
 
+def _names_a_source(spec: dict[str, Any]) -> bool:
+    block = spec.get("signals") or {}
+    return bool(block.get("queue") or block.get("metrics") or block.get("endpoints"))
+
+
+def _no_source() -> str:
+    from controller.signals.spec import NO_SOURCE
+
+    return NO_SOURCE
+
+
 def register(app: typer.Typer) -> None:
     describe_app = typer.Typer(help="Show one resource in detail.", no_args_is_help=True)
     app.add_typer(describe_app, name="describe")
@@ -74,6 +85,8 @@ def register(app: typer.Typer) -> None:
         signals = dict(last.signals) if last else {}
         errors = signals.pop("errors", {})
         error_counts = signals.pop("error_counts", {})
+        if not any(v is not None for v in signals.values()) and not _names_a_source(specs[name]):
+            errors = {**errors, "signals": _no_source()}
         data = {
             "tier": name,
             "spec": specs[name],

@@ -168,3 +168,15 @@ def test_json_logs_from_the_environment_carry_the_demo_time(tmp_path: Path) -> N
     assert any("daemon started" in r["message"] for r in records)
     bad = scalectl(tmp_path, "daemon", "--ticks", "1", SCALECTL_LOG_LEVEL="loud")
     assert bad.returncode == 2 and "SCALECTL_LOG_LEVEL='loud'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_synthetic_load_survives_apply_and_restart(tmp_path: Path) -> None:
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "tiers.yaml")
+    assert scalectl(tmp_path, "apply", "-f", example).returncode == 0  # applied by hand, not the bundle
+    for _ in range(2):  # and again after a restart
+        run = scalectl(tmp_path, "daemon", "--speed", "60", "--ticks", "30", "--port", "0", timeout=180)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert "read the demo's synthetic load" in run.stderr
+    described = json_of(scalectl(tmp_path, "describe", "tier", "orchestrator", "-o", "json"))
+    assert described["signals"]["queue_depth"] is not None and "signals" not in described["signal_errors"]
+    assert scalectl(tmp_path, "diff", "-f", example).returncode == 0  # the README's step: no change
