@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -63,5 +64,6 @@ def _cell(value: Any) -> str:
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print a one-paragraph error to stderr and exit with ``code``."""
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # The message is text, not markup: "[plot]" or "[simulated]" in it must print as written.
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)

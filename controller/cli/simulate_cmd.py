@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ def simulate_command(
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="Also run static/reactive/oracle."),
 ) -> None:
     """Replay a workload through the tiers' policies, the reconciler and a simulated cloud; report SLO and cost."""
+    if plot is not None and importlib.util.find_spec("matplotlib") is None:  # say so before a long run
+        fail("--plot needs matplotlib, an optional extra: pip install 'scalectl[plot]'", EXIT_USAGE)
     try:
         config, text = load_config(file)
         check_depth(workload.read_text(encoding="utf-8"))
