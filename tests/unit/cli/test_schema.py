@@ -4,6 +4,7 @@ rejects what the loader rejects; `--version` and shell completion."""
 from __future__ import annotations
 
 import json
+import re
 from importlib.metadata import version
 from pathlib import Path
 
@@ -90,3 +91,17 @@ def test_the_bundled_demo_is_the_example_file() -> None:
     # The README's tour runs the demo, then `scalectl diff -f examples/tiers.yaml` and expects no change.
     bundled = (ROOT / "controller" / "embedded" / "tiers.yaml").read_text()
     assert bundled == (ROOT / "examples" / "tiers.yaml").read_text(), "keep the two files identical"
+
+
+def _doc_tiers_blocks() -> list[tuple[str, str]]:
+    blocks = []
+    for doc in ("quickstart-runpod.md", "mapping.md"):
+        text = (ROOT / "docs" / doc).read_text()
+        blocks += [(doc, b) for b in re.findall(r"```yaml\n(.*?)```", text, re.DOTALL) if "\ntiers:\n" in f"\n{b}"]
+    return blocks
+
+
+@pytest.mark.parametrize(("doc", "block"), _doc_tiers_blocks(), ids=lambda v: v if v.endswith(".md") else "")
+def test_tiers_files_in_the_guides_are_valid(doc: str, block: str) -> None:
+    parse_config(block, doc)
+    assert not list(_validator().iter_errors(yaml.safe_load(block)))
