@@ -79,10 +79,13 @@ def test_durations_accept_numbers_and_units() -> None:
         parse_config(text.replace("idle_after: 5m", ok))
 
 
-def test_version_and_shell_completion() -> None:
+def test_version_and_shell_completion(monkeypatch: pytest.MonkeyPatch) -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.stdout.strip() == f"scalectl {version('scalectl')}"
+    # Name the shell instead of letting typer detect it from the parent process (none under CI); typer reads
+    # this when it builds the command, before invoke() would apply an env= argument.
+    monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
     result = runner.invoke(app, ["--show-completion", "bash"], prog_name="scalectl")
     assert result.exit_code == 0 and "complete " in result.stdout and "scalectl" in result.stdout
 
