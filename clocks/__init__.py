@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Protocol, runtime_checkable
 
@@ -28,6 +27,8 @@ class SystemClock:
         return time.monotonic()
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio  # here, not at the top: commands that only read the store start faster without it
+
         await asyncio.sleep(max(0.0, seconds))
 
 
@@ -55,5 +56,7 @@ class FakeClock:
         self._now += seconds
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio
+
         self.advance(max(0.0, seconds))
         await asyncio.sleep(0)

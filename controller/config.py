@@ -11,7 +11,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from controller.errors import ConfigError
 from controller.signals.spec import SignalsSpec
+from controller.yaml_bounded import TooDeep, safe_load
 from policies.durations import Duration
 from policies.spec import PolicySpec
 from providers.registry import check_options
@@ -95,15 +97,6 @@ class FleetConfig(_Strict):
         return self
 
 
-class ConfigError(Exception):
-    """A configuration problem a person can fix. ``str()`` is one line per problem."""
-
-    def __init__(self, source: str, problems: list[str]):
-        self.source = source
-        self.problems = problems
-        super().__init__("\n".join(f"{source}: {p}" for p in problems))
-
-
 def _format_location(loc: tuple[Any, ...], data: Any) -> str:
     """('tiers', 'research', 'policy', 'scale-to-zero', 'idle_after') -> 'tier "research": policy.idle_after'."""
     parts = list(loc)
@@ -159,10 +152,37 @@ def _format_validation_error(exc: ValidationError, data: Any) -> list[str]:
     return problems
 
 
+def _cross_field_problems(data: Mapping[str, Any]) -> list[str]:
+    """The checks that pydantic runs only once every field of a model is valid (unknown providers, min above
+    max), done on the raw data so that one run reports every problem, not one layer per run."""
+    problems: list[str] = []
+    declared = data.get("providers")
+    known = set(declared) if isinstance(declared, Mapping) else set()
+    known |= set(IMPLICIT_PROVIDERS)
+    tiers = data.get("tiers")
+    for name, tier in tiers.items() if isinstance(tiers, Mapping) else ():
+        if not isinstance(tier, Mapping):
+            continue
+        providers = tier.get("providers")
+        for provider in providers if isinstance(providers, list) else ():
+            if isinstance(provider, str) and provider not in known:
+                problems.append(
+                    f'tier "{name}": providers: unknown provider "{provider}"; add it under the top-level '
+                    f"`providers:` block or use one of: {', '.join(sorted(known))}"
+                )
+        low, high = tier.get("min"), tier.get("max")
+        if type(low) is int and type(high) is int and low > high:
+            problems.append(f'tier "{name}": min ({low}) is above max ({high}); set min <= max')
+    return problems
+
+
 def parse_config(text: str, source: str = "<config>") -> FleetConfig:
-    """Parse and validate YAML text. Raises ConfigError naming ``source``, tier and field."""
+    """Parse and validate YAML text. Raises ConfigError naming ``source``, tier and field — every problem
+    of the file at once."""
     try:
-        data = yaml.safe_load(text)
+        data = safe_load(text)
+    except TooDeep as exc:
+        raise ConfigError(source, [str(exc)]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -173,7 +193,9 @@ def parse_config(text: str, source: str = "<config>") -> FleetConfig:
     try:
         return FleetConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(source, _format_validation_error(exc, data)) from None
+        problems = _format_validation_error(exc, data)
+        problems += [p for p in _cross_field_problems(data) if p not in problems]
+        raise ConfigError(source, problems) from None
 
 
 def load_config(path: str | Path) -> tuple[FleetConfig, str]:

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,18 +22,23 @@ from clocks.scaled import ScaledClock
 from controller.app import Controller, build_providers, open_store, provider_configs
 from controller.config import FleetConfig, load_config, parse_config
 from controller.embedded import bundled_tiers_text
+from controller.embedded.demo_clock import DEMO_ZONE, world_start
 from controller.ha.fencing import fence_commits, fenced
 from controller.ha.lease import LeadershipLost
 from controller.ha.replica import Replica
 from controller.http_app import Health, build_http_app
 from controller.metrics import DaemonMetrics
+from controller.metrics_feed import MetricsFeed
+from controller.provider_metrics import metered
 from controller.reconciler.loop import Reconciler
 from controller.serving_hooks import ServingHooks, build_hooks
 from controller.settings import Settings
 from controller.signals.reading import SignalSource
 from controller.status import fleet_status, replicas_status
+from controller.store import world_clock
 from controller.store.repository import Store
 from controller.systemd import SystemdNotifier, watchdog_interval
+from controller.version import scalectl_version
 from providers.base import Provider
 
 log = logging.getLogger("scalectl.daemon")
@@ -63,7 +68,8 @@ class Daemon:
         self.real_clock = SystemClock()
         self.clock: Clock = ScaledClock(options.speed) if options.speed != 1.0 else self.real_clock
         self.notifier = SystemdNotifier()
-        self.metrics = DaemonMetrics()
+        self.metrics = DaemonMetrics(scalectl_version())
+        self.metrics_feed = MetricsFeed(self.metrics)
         self.health = Health(settings.tick_interval / options.speed, self.real_clock)
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
@@ -93,18 +99,38 @@ class Daemon:
         log.info("no configuration found: running the bundled example tiers on the simulated cloud")
         return fleet, True
 
-    def _signals(self, embedded: bool, providers: dict[str, Provider]) -> SignalSource:
-        if embedded:  # the bundled demo: load is synthesised over the simulated cloud's machines
-            from controller.embedded.load import SyntheticLoad
-            from providers.simulated import SimulatedCloud
-
-            cloud = next((p for p in providers.values() if isinstance(p, SimulatedCloud)), None)
-            if cloud is not None:
-                return SyntheticLoad(self.clock, cloud)
+    def _signals(self, providers: dict[str, Provider], fleet: Callable[[], FleetConfig]) -> SignalSource:
+        """Configured sources; on the simulated cloud, tiers that name none read the demo's synthetic load."""
         from controller.signals.reader import SignalReader  # type: ignore[import-not-found, unused-ignore]
+        from providers.simulated import SimulatedCloud
 
         reader: SignalSource = SignalReader(self.clock)
-        return reader
+        cloud = next((p for p in providers.values() if isinstance(p, SimulatedCloud)), None)
+        if cloud is None:
+            return reader
+        from controller.embedded.load import SyntheticLoad
+        from controller.embedded.routing import DemoOrRealSignals, reads_synthetic_load
+
+        demo = [t for t in fleet().tiers if reads_synthetic_load(fleet(), t)]
+        if demo:
+            log.info("tiers %s name no signal source: they read the demo's synthetic load", ", ".join(demo))
+        return DemoOrRealSignals(SyntheticLoad(self.clock, cloud), reader, fleet)
+
+    def _start_demo_clock(self, store: Store) -> None:
+        """An accelerated world starts before the business-hours window, or where the last demo stopped."""
+        if self.options.speed == 1.0:
+            return
+        wall = self.real_clock.now()
+        published = world_clock.read(store)
+        start = world_start(wall, published.now(wall) if published is not None else None)
+        self.clock = ScaledClock(self.options.speed, start=start)
+        self._started = self.clock.now()
+        log.info(
+            "demo clock starts at %s (%s), %g× faster than the wall clock",
+            datetime.fromtimestamp(start, DEMO_ZONE).isoformat(timespec="minutes"),
+            DEMO_ZONE.key,
+            self.options.speed,
+        )
 
     def build(self) -> Controller:
         store = open_store(self.settings)
@@ -113,7 +139,7 @@ class Daemon:
             self.settings.resolved_database_url(),
             self.settings.leader_lease_ttl,
             self.real_clock,
-            stamp=self.clock.now,
+            stamp=lambda: self.clock.now(),  # the demo clock is set just below
             http=f"{self.settings.http_host}:{self.settings.http_port}",
         )
         try:
@@ -121,15 +147,18 @@ class Daemon:
         except Exception:
             store.engine.dispose()
             raise
+        self._start_demo_clock(store)
         fleet, embedded = self._load_fleet(store)
-        providers = build_providers(provider_configs(fleet, self.settings), self.clock)
-        signals = self._signals(embedded, providers)
+        built = build_providers(provider_configs(fleet, self.settings), self.clock)
         # The reconciler acts only inside a valid term: its commits are fenced, its provider calls checked.
         acting_store = Store(store.engine)
         fence_commits(acting_store.sessions, replica.elector)
 
         def current_fleet() -> FleetConfig:  # providers added by `scalectl apply` while running count too
             return self.controller.fleet if self.controller is not None else fleet
+
+        signals = self._signals(built, current_fleet)
+        providers = metered(built, self.metrics)
 
         self.serving = build_hooks(self.settings, self.clock, current_fleet)
         reconciler = Reconciler(
@@ -144,6 +173,7 @@ class Daemon:
             **self.serving.reconciler_kwargs(),
         )
         self._config_version = store.config_version()
+        self._publish_clock(store)
         return Controller(self.settings, self.clock, store, providers, signals, reconciler, {"embedded": embedded})
 
     def _refresh_config(self, controller: Controller) -> None:
@@ -158,7 +188,7 @@ class Daemon:
         configs = provider_configs(fleet, self.settings)
         new = {n: c for n, c in configs.items() if n not in controller.providers}
         if new:
-            controller.providers.update(build_providers(new, self.clock))
+            controller.providers.update(metered(build_providers(new, self.clock), self.metrics))
             controller.reconciler.providers.update(self._fenced({n: controller.providers[n] for n in new}))
         log.info("configuration v%s picked up", version)
 
@@ -166,6 +196,15 @@ class Daemon:
         assert self.replica is not None
         elector = self.replica.elector
         return {name: fenced(provider, elector) for name, provider in providers.items()}
+
+    def _publish_clock(self, store: Store, *, running: bool = True) -> None:
+        """Let `scalectl` read stored times in this daemon's (possibly accelerated) world."""
+        try:
+            world_clock.publish(
+                store, speed=self.options.speed, world=self.clock.now(), wall=self.real_clock.now(), running=running
+            )
+        except Exception:  # ages in the CLI are a convenience: never stop reconciling over them
+            log.warning("could not publish the world clock", exc_info=True)
 
     # ---- running ---------------------------------------------------------------------------------
     async def _elect(self) -> None:
@@ -213,10 +252,17 @@ class Daemon:
                 self.metrics.ticks.labels("error").inc()
             else:
                 self.health.tick_ok()
-                self.metrics.observe_tick(report, controller.store, self.real_clock.monotonic() - started)
+                self.metrics_feed.observe(
+                    report,
+                    controller.store,
+                    controller.fleet.tiers,
+                    list(controller.providers),
+                    self.real_clock.monotonic() - started,
+                )
                 self._announce(f"reconciling {len(report.tiers)} tiers")
                 self.notifier.watchdog()
             self._ticks += 1
+            self._publish_clock(controller.store)
             if self.options.max_ticks is not None and self._ticks >= self.options.max_ticks:
                 self._stop.set()
             if self.options.run_for is not None and self.clock.now() - self._started >= self.options.run_for:
@@ -288,6 +334,7 @@ class Daemon:
             if server is not None and server_task is not None:
                 server.should_exit = True
                 await server_task
+            self._publish_clock(controller.store, running=False)
             if self.replica is not None:
                 await asyncio.to_thread(self.replica.stop)  # hand the lease over at once
             await controller.aclose()

@@ -1,69 +1,176 @@
-"""The daemon's own Prometheus metrics, on a registry of its own (no process-global state)."""
+"""The daemon's own Prometheus metrics, on a registry of its own (no process-global state).
+
+Names follow the Prometheus conventions: ``scalectl_`` prefix, base units at the end (``_seconds``,
+``_dollars``), ``_total`` on counters. Counters get their label values at start (every known tier and
+provider), so the first error is a step ``rate()`` sees rather than a series that appears from nothing.
+docs/metrics.md is the reference; tests keep the two in step."""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import platform
+from collections.abc import Iterable
 
-from controller.reconciler.loop import TickReport
-from controller.store.repository import Store
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+# Signals the policies read (policies.types.Signals), exported per tier when known; absent when unknown.
+SIGNALS = ("queue_depth", "in_flight", "ttft_p95_s", "requests_waiting", "requests_running", "kv_cache_usage")
+SIGNAL_METRIC_NAMES = {"ttft_p95_s": "ttft_p95_seconds", "kv_cache_usage": "kv_cache_usage_ratio"}
+TARGETS = ("queue_per_instance", "in_flight_per_instance", "ttft_p95_max_seconds")
+INSTANCE_STATES = ("pending", "provisioning", "bootstrapping", "ready", "draining")
+DECISION_OUTCOMES = ("scale_out", "scale_in", "hold", "hold_unknown_signals")
+# Instance and tier events the reconciler records (store `events.kind`), counted as they are written.
+EVENT_KINDS = (
+    "launched",
+    "booted",
+    "ready",
+    "draining",
+    "retired",
+    "interrupted",
+    "interruption-notice",
+    "lost",
+    "no-capacity",
+    "provider-refused",
+    "create-failed",
+    "create-retry",
+    "create-backoff",
+    "delete-retry",
+    "no-placement",
+)
+SIGNAL_SOURCES = ("queue", "vllm", "prometheus")  # the `source` label: the kind, never an endpoint address
+PROVIDER_OPERATIONS = ("offers", "create", "get", "list", "delete")
+PROVIDER_OUTCOMES = ("ok", "error")
+DURATION_BUCKETS = (30, 60, 120, 180, 300, 600, 900, 1200, 1800, 3600)  # seconds: a boot takes 2–5 min
 
 
 class DaemonMetrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        self.desired = Gauge(
-            "scalectl_tier_desired_instances", "Desired instances per tier", ["tier"], registry=self.registry
+    """Definitions, label initialisation and the one recording call the reconciler makes; what is derived
+    from each tick's report and the store lives in controller.metrics_feed."""
+
+    def __init__(self, version: str = "0+unknown") -> None:
+        disable_created_metrics()  # no *_created series: they double every counter for nothing we use
+        r = self.registry = CollectorRegistry()
+        ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
+        Info("scalectl_build", "Version of the running daemon", registry=r).info(
+            {"version": version, "python_version": platform.python_version()}
         )
+        self.desired = Gauge("scalectl_tier_desired_instances", "Desired instances per tier", ["tier"], registry=r)
         self.instances = Gauge(
-            "scalectl_tier_instances", "Instances per tier and state", ["tier", "state"], registry=self.registry
+            "scalectl_tier_instances", "Live instances per tier and state", ["tier", "state"], registry=r
         )
-        self.cost = Gauge(
-            "scalectl_tier_cost_per_hour_dollars", "Hourly cost of live instances", ["tier"], registry=self.registry
+        self.hourly_cost = Gauge(
+            "scalectl_tier_hourly_cost_dollars", "What the tier's live instances cost per hour", ["tier"], registry=r
+        )
+        self.cost_deprecated = Gauge(  # removed in the next release: use scalectl_tier_hourly_cost_dollars
+            "scalectl_tier_cost_per_hour_dollars",
+            "DEPRECATED, use scalectl_tier_hourly_cost_dollars (same value)",
+            ["tier"],
+            registry=r,
+        )
+        self.cost_total = Counter(
+            "scalectl_tier_cost_dollars", "Dollars accrued by the tier's live instances", ["tier"], registry=r
+        )
+        self.budget = Gauge(
+            "scalectl_tier_budget_hourly_dollars", "The tier's budget_per_hour cap (absent: none)", ["tier"], registry=r
+        )
+        self.signal = Gauge(
+            "scalectl_tier_signal",
+            "Signals the last decision used (absent while unknown)",
+            ["tier", "signal"],
+            registry=r,
+        )
+        self.signals_unknown = Gauge(
+            "scalectl_tier_signals_unknown",
+            "1 while the last decision held because a signal was unknown, else 0",
+            ["tier"],
+            registry=r,
+        )
+        self.target = Gauge("scalectl_tier_target", "The policy's thresholds per tier", ["tier", "target"], registry=r)
+        self.oldest_unready = Gauge(
+            "scalectl_tier_oldest_unready_seconds",
+            "Age of the oldest instance launched but not yet ready (0: none waiting)",
+            ["tier"],
+            registry=r,
+        )
+        self.decisions = Counter(
+            "scalectl_decisions", "Policy decisions per tier by outcome", ["tier", "outcome"], registry=r
+        )
+        self.events = Counter(
+            "scalectl_instance_events", "Instance and tier events per tier by kind", ["tier", "kind"], registry=r
+        )
+        self.interruptions = Counter(
+            "scalectl_interruptions", "Spot interruptions (notices and preemptions)", ["tier"], registry=r
+        )
+        self.budget_cap_hits = Counter(
+            "scalectl_budget_cap_hits", "Launches refused by the tier's budget_per_hour", ["tier"], registry=r
+        )
+        self.launch_to_ready = Histogram(
+            "scalectl_launch_to_ready_seconds",
+            "From the launch intent to a ready (serving) instance",
+            ["tier"],
+            buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.drain_duration = Histogram(
+            "scalectl_drain_duration_seconds",
+            "From the start of a drain to the instance's end",
+            ["tier"],
+            buckets=(5, 15, 30, 60, 120, 300, 600, 1200),
+            registry=r,
+        )
+        self.provider_requests = Counter(
+            "scalectl_provider_requests",
+            "Provider API calls by operation and outcome",
+            ["provider", "operation", "outcome"],
+            registry=r,
+        )
+        self.provider_errors = Counter(
+            "scalectl_provider_errors", "Provider calls that failed in a tick", ["provider"], registry=r
+        )
+        self.signal_errors = Counter(
+            "scalectl_signal_errors", "Signal source errors by kind of source", ["tier", "source"], registry=r
         )
         self.tick_seconds = Histogram(
             "scalectl_tick_duration_seconds",
             "Reconcile tick duration",
-            registry=self.registry,
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=r,
         )
-        self.ticks = Counter("scalectl_ticks_total", "Reconcile ticks", ["outcome"], registry=self.registry)
-        self.provider_errors = Counter(
-            "scalectl_provider_errors_total",
-            "Provider calls that failed in a tick",
-            ["provider"],
-            registry=self.registry,
-        )
-        self.signal_errors = Counter(
-            "scalectl_signal_errors_total", "Signal source errors", ["tier", "source"], registry=self.registry
-        )
-        self.leader = Gauge(
-            "scalectl_leader", "1 while this daemon holds the leader lease, else 0", registry=self.registry
-        )
+        self.ticks = Counter("scalectl_ticks", "Reconcile ticks by outcome", ["outcome"], registry=r)
+        for outcome in ("ok", "error", "deposed"):  # deposed: a leader that lost its term mid-tick
+            self.ticks.labels(outcome)
+        self.leader = Gauge("scalectl_leader", "1 while this daemon holds the leader lease, else 0", registry=r)
         self.leader_epoch = Gauge(
-            "scalectl_leader_epoch", "Epoch of the term this daemon leads (0 when standing by)", registry=self.registry
+            "scalectl_leader_epoch", "Epoch of the term this daemon leads (0 when standing by)", registry=r
         )
+
+    def init_labels(self, tiers: Iterable[str], providers: Iterable[str]) -> None:
+        """Create every counter series of the known tiers and providers at zero (idempotent)."""
+        for tier in tiers:
+            for outcome in DECISION_OUTCOMES:
+                self.decisions.labels(tier, outcome)
+            for kind in EVENT_KINDS:
+                self.events.labels(tier, kind)
+            for counter in (self.interruptions, self.budget_cap_hits, self.cost_total):
+                counter.labels(tier)
+            for source in SIGNAL_SOURCES:
+                self.signal_errors.labels(tier, source)
+            self.launch_to_ready.labels(tier)
+            self.drain_duration.labels(tier)
+        for provider in providers:
+            self.provider_errors.labels(provider)
+            for operation in PROVIDER_OPERATIONS:
+                for outcome in PROVIDER_OUTCOMES:
+                    self.provider_requests.labels(provider, operation, outcome)
+
+    def record_provider_request(self, provider: str, operation: str, ok: bool) -> None:
+        """One provider API call (the reconciler's provider-call wrapper calls this once per call)."""
+        self.provider_requests.labels(provider, operation, "ok" if ok else "error").inc()
 
     def observe_leadership(self, leader: bool, epoch: int | None) -> None:
         self.leader.set(1 if leader else 0)
         self.leader_epoch.set(epoch if leader and epoch is not None else 0)
-
-    def observe_tick(self, report: TickReport, store: Store, seconds: float) -> None:
-        self.tick_seconds.observe(seconds)
-        self.ticks.labels("ok").inc()
-        for name, tick in report.tiers.items():
-            self.desired.labels(name).set(tick.desired)
-            for source in tick.errors:
-                self.signal_errors.labels(name, source).inc()
-        for provider in report.provider_errors:
-            self.provider_errors.labels(provider).inc()
-        counts: dict[tuple[str, str], int] = {}
-        cost: dict[str, float] = {}
-        for row in store.instances(limit=1_000_000):
-            counts[(row.tier, row.state)] = counts.get((row.tier, row.state), 0) + 1
-            cost[row.tier] = cost.get(row.tier, 0.0) + row.price_per_hour
-        self.instances.clear()
-        for (tier, state), n in counts.items():
-            self.instances.labels(tier, state).set(n)
-        self.cost.clear()
-        for tier, dollars in cost.items():
-            self.cost.labels(tier).set(dollars)

@@ -27,6 +27,8 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     cluster: str = Field("sc", pattern=r"^[a-z0-9]{1,12}$", description="Key prefix that marks our instances")
     tick_interval: float = Field(5.0, gt=0, description="Seconds between reconcile ticks")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Daemon log level")
+    log_format: Literal["text", "json"] = Field("text", description="Daemon log lines: text or JSON (one object each)")
     http_host: str = "127.0.0.1"
     http_port: int = Field(8089, ge=0, le=65535)
     config_file: Path | None = Field(None, description="tiers.yaml applied at start (else the stored config)")

@@ -4,21 +4,34 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
+from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from controller.cli.output import EXIT_ERROR, EXIT_USAGE, fail
-from controller.config import ConfigError
+from controller.errors import ConfigError
 from controller.settings import Settings
-from controller.store.repository import Store
+
+if TYPE_CHECKING:
+    from controller.store.repository import Store
 
 
 def settings() -> Settings:
     try:
         return Settings()
-    except Exception as exc:  # pydantic ValidationError: name the variable
-        fail(f"bad environment setting: {exc}", EXIT_USAGE)
+    except ValidationError as exc:  # name the variable, one line per problem
+        problems = [
+            f"{_env_name(err['loc'])}={err.get('input')!r}: {err['msg']}; fix or unset the variable"
+            for err in exc.errors()
+        ]
+        fail("bad environment setting: " + "\n".join(problems), EXIT_USAGE)
+
+
+def _env_name(loc: tuple[int | str, ...]) -> str:
+    field = str(loc[0]) if loc else "?"
+    return "SCALECTL_DATABASE_URL" if field == "database_url" else f"SCALECTL_{field.upper()}"
 
 
 def safe_url(url: str) -> str:
@@ -29,7 +42,7 @@ def safe_url(url: str) -> str:
 
 
 def open_store(s: Settings) -> Store:
-    from controller.app import open_store as _open
+    from controller.store.open import open_store as _open
 
     url = s.resolved_database_url()
     try:

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
 
 import typer
 
 from controller.cli.context import settings, user_errors
 from controller.cli.output import EXIT_ERROR, EXIT_USAGE, fail
+from controller.logs import LogFormat, setup_logging
 from policies.durations import parse_duration
-
-
-def setup_logging(level: str) -> None:
-    """One line per record (journald and `docker logs` friendly)."""
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)-7s %(message)s", datefmt="%H:%M:%S", force=True
-    )
-    for noisy in ("httpx", "httpcore", "uvicorn", "alembic"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    logging.getLogger("apscheduler").setLevel(logging.ERROR)  # "skipped: already running" is by design
 
 
 def register(app: typer.Typer) -> None:
@@ -31,7 +21,12 @@ def register(app: typer.Typer) -> None:
         ticks: int | None = typer.Option(None, help="Stop by itself after this many ticks."),
         run_for: str | None = typer.Option(None, help='Stop by itself after this much (simulated) time, e.g. "2h".'),
         port: int | None = typer.Option(None, help="HTTP port for /healthz, /readyz, /metrics (0: any free)."),
-        log_level: str = typer.Option("info", help="debug, info, warning or error."),
+        log_level: str | None = typer.Option(
+            None, help="debug, info, warning or error [env SCALECTL_LOG_LEVEL; default info]."
+        ),
+        log_format: LogFormat | None = typer.Option(
+            None, help="text, or json: one object per line with ISO-8601 times [env SCALECTL_LOG_FORMAT]."
+        ),
     ) -> None:
         """Run the autoscaler. With no configuration: the bundled example tiers on the simulated cloud,
         with a synthetic load, printing every decision."""
@@ -45,7 +40,6 @@ def register(app: typer.Typer) -> None:
                 duration = parse_duration(run_for)
             except ValueError as exc:
                 fail(f"--run-for: {exc}", EXIT_USAGE)
-        setup_logging(log_level)
         s = settings()
         if port is not None:
             s = s.model_copy(update={"http_port": port})
@@ -53,11 +47,16 @@ def register(app: typer.Typer) -> None:
             config = s.config_file
         from controller.ha.file_lock import DaemonAlreadyRunning
 
+        daemon = Daemon(s, DaemonOptions(config_file=config, speed=speed, max_ticks=ticks, run_for=duration))
+        try:
+            setup_logging(
+                log_level or s.log_level, log_format or LogFormat(s.log_format), lambda: daemon.clock.now(), speed=speed
+            )
+        except ValueError as exc:
+            fail(f"--log-level: {exc}", EXIT_USAGE)
         with user_errors():
             try:
-                code = asyncio.run(
-                    Daemon(s, DaemonOptions(config_file=config, speed=speed, max_ticks=ticks, run_for=duration)).run()
-                )
+                code = asyncio.run(daemon.run())
             except DaemonAlreadyRunning as exc:
                 fail(str(exc), EXIT_ERROR)
         raise typer.Exit(code)

@@ -11,10 +11,14 @@ from controller.cli.context import open_store, settings, user_errors
 from controller.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
 from controller.ha.replica import read_replicas
 from controller.status import COLUMNS, fleet_status, replicas_status
+from controller.store.repository import Store
+from controller.store.world_clock import world_now
 from policies.durations import parse_duration
 
 
 def _ago(seconds: float) -> str:
+    # Rows written by an earlier, faster demo can lie ahead of a later daemon's clock: never a negative age.
+    seconds = max(0.0, seconds)
     if seconds < 120:
         return f"{seconds:.0f}s"
     if seconds < 7200:
@@ -22,13 +26,29 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
-def _since(window: str | None) -> float | None:
+def _now(store: Store) -> float:
+    """Now in the daemon's world (accelerated under `daemon --speed`), the frame the rows were stamped in."""
+    return world_now(store, SystemClock().now())
+
+
+def _window(window: str | None) -> float | None:
     if window is None:
         return None
     try:
-        return SystemClock().now() - parse_duration(window)
+        return parse_duration(window)
     except ValueError as exc:
         fail(f"--since: {exc}", EXIT_USAGE)
+
+
+def _names_a_source(spec: dict[str, Any]) -> bool:
+    block = spec.get("signals") or {}
+    return bool(block.get("queue") or block.get("metrics") or block.get("endpoints"))
+
+
+def _no_source() -> str:
+    from controller.signals.spec import NO_SOURCE
+
+    return NO_SOURCE
 
 
 def register(app: typer.Typer) -> None:
@@ -69,11 +89,13 @@ def register(app: typer.Typer) -> None:
             recent = store.decisions(name, limit=decisions)
             instances = store.instances(name)
             status = next((r for r in fleet_status(store) if r["tier"] == name), {})
-        now = SystemClock().now()
+            now = _now(store)
         last = recent[-1] if recent else None
         signals = dict(last.signals) if last else {}
         errors = signals.pop("errors", {})
         error_counts = signals.pop("error_counts", {})
+        if not any(v is not None for v in signals.values()) and not _names_a_source(specs[name]):
+            errors = {**errors, "signals": _no_source()}
         data = {
             "tier": name,
             "spec": specs[name],
@@ -129,9 +151,11 @@ def register(app: typer.Typer) -> None:
         output: Format = OutputOption,
     ) -> None:
         """Decisions (with their reasons) and instance events, oldest first."""
-        start = _since(since)
+        window = _window(since)
         with user_errors():
             store = open_store(settings())
+            now = _now(store)
+            start = None if window is None else now - window
             decisions = store.decisions(tier, limit=limit, since=start)
             happenings = store.events(tier, limit=limit, since=start)
         rows: list[dict[str, Any]] = [
@@ -149,7 +173,6 @@ def register(app: typer.Typer) -> None:
         ]
         rows.sort(key=lambda r: r["t"])
         if output is Format.table:
-            now = SystemClock().now()
             emit(
                 [{**r, "t": _ago(now - r["t"]) + " ago"} for r in rows],
                 output,

@@ -9,8 +9,8 @@ from enum import StrEnum
 from typing import Any, NoReturn
 
 import typer
-import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -35,6 +35,8 @@ def emit(data: Any, fmt: Format, *, columns: Sequence[str] | None = None, title:
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
         return
     if fmt is Format.yaml:
+        import yaml
+
         sys.stdout.write(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False))
         return
     console = Console(width=max(Console().width, 120))
@@ -62,5 +64,6 @@ def _cell(value: Any) -> str:
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print a one-paragraph error to stderr and exit with ``code``."""
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    # The message is text, not markup: "[plot]" or "[simulated]" in it must print as written.
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)

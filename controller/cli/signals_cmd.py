@@ -12,7 +12,7 @@ from clocks import SystemClock
 from controller.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
 from controller.config import ConfigError, FleetConfig, load_config
 from controller.signals.reader import SignalReader
-from controller.signals.spec import MetricsSource, SignalsSpec
+from controller.signals.spec import NO_SOURCE, MetricsSource, SignalsSpec, has_source
 from policies.durations import parse_duration
 
 FIGURES = (
@@ -38,19 +38,24 @@ async def read_all(config: FleetConfig, window: float | None, tiers: list[str] |
     """One read per tier, or two ``window`` apart so TTFT and rates have a window to span."""
     clock = SystemClock()
     reader = SignalReader(clock)
-    names = [t for t in config.tiers if not tiers or t in tiers]
+    selected = [t for t in config.tiers if not tiers or t in tiers]
+    names = [t for t in selected if has_source(config.tiers[t].signals)]  # nothing to read, nothing to wait for
     specs = {name: _with_window(config.tiers[name].signals, window) for name in names}
     try:
         readings = await asyncio.gather(*(reader.read(n, specs[n], []) for n in names))
-        if window is not None:
+        if window is not None and names:
             await clock.sleep(window)
             readings = await asyncio.gather(*(reader.read(n, specs[n], []) for n in names))
     finally:
         await reader.aclose()
+    read = dict(zip(names, readings, strict=True))
     rows = []
-    for name, reading in zip(names, readings, strict=True):
-        values = reading.signals.to_dict()
-        rows.append({"tier": name, **{k: values[k] for k in FIGURES}, "errors": dict(reading.errors)})
+    for name in selected:
+        if name not in read:
+            rows.append({"tier": name, **dict.fromkeys(FIGURES), "errors": {"signals": NO_SOURCE}})
+            continue
+        values = read[name].signals.to_dict()
+        rows.append({"tier": name, **{k: values[k] for k in FIGURES}, "errors": dict(read[name].errors)})
     return rows
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +11,12 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from controller.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
+from controller.cli.traces import MissingTrace, resolve_traces
 from controller.config import ConfigError, load_config
+from controller.yaml_bounded import TooDeep, check_depth
 from simulator.controller_run import RunOptions, SimulationInputError, SimulationResult, simulate
 from simulator.workloads.spec import WorkloadError, load_workload
+from simulator.workloads.traces import TraceError
 
 
 def simulate_command(
@@ -24,11 +28,18 @@ def simulate_command(
     baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="Also run static/reactive/oracle."),
 ) -> None:
     """Replay a workload through the tiers' policies, the reconciler and a simulated cloud; report SLO and cost."""
+    if plot is not None and importlib.util.find_spec("matplotlib") is None:  # say so before a long run
+        fail("--plot needs matplotlib, an optional extra: pip install 'scalectl[plot]'", EXIT_USAGE)
     try:
         config, text = load_config(file)
-        load = load_workload(workload)
-    except (ConfigError, WorkloadError) as exc:
+        check_depth(workload.read_text(encoding="utf-8"))
+        load = resolve_traces(load_workload(workload), str(workload))
+    except (ConfigError, WorkloadError, MissingTrace) as exc:
         fail(str(exc), EXIT_USAGE)
+    except TooDeep as exc:
+        fail(f"{workload}: {exc}", EXIT_USAGE)
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"{workload}: cannot read the file: {getattr(exc, 'strerror', None) or exc}", EXIT_USAGE)
     if seed is not None:
         load = load.model_copy(update={"seed": seed})
     stderr = Console(stderr=True)
@@ -51,7 +62,7 @@ def simulate_command(
                 progress=lambda done, _total: bar.update(task, completed=done),
                 workload_source=str(workload),
             )
-        except SimulationInputError as exc:
+        except (SimulationInputError, TraceError) as exc:
             fail(str(exc), EXIT_USAGE)
     if plot is not None:
         result.report.plot(plot)

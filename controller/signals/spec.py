@@ -51,3 +51,13 @@ class SignalsSpec(_Strict):
     metrics: MetricsSource | None = None
     endpoints: list[str] = Field(default_factory=list)  # vLLM servers we did not create, scraped too
     stale_after: Duration = 60.0  # a reading older than this is unknown
+
+
+NO_SOURCE = (
+    "no source configured: add a `signals:` block (queue, metrics or endpoints) to the tier; see docs/signals.md"
+)
+
+
+def has_source(spec: SignalsSpec) -> bool:
+    """Whether the tier names anything to read (the daemon also scrapes the instances it launches)."""
+    return spec.queue is not None or spec.metrics is not None or bool(spec.endpoints)

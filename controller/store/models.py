@@ -142,3 +142,15 @@ class WebhookSeen(Base):
     __tablename__ = "webhook_seen"
     digest: Mapped[str] = mapped_column(String(64), primary_key=True)
     seen_at: Mapped[float] = mapped_column(Float, index=True)
+
+
+class WorldClockRecord(Base):
+    """The daemon's clock as the CLI needs it to read stored times: under ``--speed`` the rows are stamped
+    with an accelerated world time, so "now" for ages and ``--since`` is that world's now, not the wall's."""
+
+    __tablename__ = "world_clock"
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    speed: Mapped[float] = mapped_column(Float)
+    world_at: Mapped[float] = mapped_column(Float)  # the world's time at ...
+    wall_at: Mapped[float] = mapped_column(Float)  # ... this wall-clock time
+    running: Mapped[bool] = mapped_column(default=True)  # False once the daemon stopped: the world stands still

@@ -6,7 +6,7 @@ import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Engine, Select, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,6 +24,9 @@ from controller.store.models import (
 )
 from controller.store.unit_of_work import UnitOfWork, save_policy_state
 from policies.types import PolicyState
+
+if TYPE_CHECKING:  # the tiers-file models load lazily: read-only commands (`scalectl status`) never need them
+    from controller.config import FleetConfig, TierSpec
 
 R = TypeVar("R", DecisionRecord, EventRecord)
 __all__ = ["LIVE_STATES", "Store", "TierChange", "diff_config", "tier_spec_json"]
@@ -117,6 +120,7 @@ class Store:
         self, fleet: FleetConfig, text: str, source: str, now: float
     ) -> tuple[int | None, list[TierChange]]:
         """Store a new version when anything changed; returns (version or None if unchanged, changes)."""
+
         with self.sessions.begin() as s:
             latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()
             before = _parse_version(latest)

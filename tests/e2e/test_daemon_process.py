@@ -56,6 +56,16 @@ def test_embedded_daemon_scales_up_and_down_without_flapping(tmp_path: Path) -> 
     status = {r["tier"]: r for r in json_of(scalectl(tmp_path, "status", "-o", "json"))}
     assert set(status) == {"orchestrator", "research", "support-daytime"}
 
+    # The rows carry the 300× world's time: the CLI reads them in that world (no negative ages, and
+    # --since filters), although that world ended ~70 min ahead of the wall clock.
+    recent = json_of(scalectl(tmp_path, "events", "--since", "10m", "--limit", "100000", "-o", "json"))
+    newest = max(e["t"] for e in events)
+    assert recent and len(recent) < len(events)
+    assert all(e["t"] >= newest - 600 - 60 for e in recent)
+    described = json_of(scalectl(tmp_path, "describe", "tier", "orchestrator", "-o", "json"))
+    ages = [d["age"] for d in described["decisions"]] + [i["age"] for i in described["instances"]]
+    assert ages and not any(a.startswith("-") for a in ages), ages
+
 
 BURST = """
 tiers:
@@ -146,3 +156,27 @@ def test_sigterm_stops_cleanly_after_the_tick_in_progress(tmp_path: Path) -> Non
             daemon.kill()
     assert code == 0
     assert "stopped cleanly" in err
+
+
+def test_json_logs_from_the_environment_carry_the_demo_time(tmp_path: Path) -> None:
+    run = scalectl(
+        tmp_path, "daemon", "--speed", "60", "--ticks", "2", "--port", "0", SCALECTL_LOG_FORMAT="json", timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    records = [json.loads(line) for line in run.stderr.splitlines() if line.strip()]
+    assert records and all(r["world_time"] and r["time"] and r["level"] for r in records)
+    assert any("daemon started" in r["message"] for r in records)
+    bad = scalectl(tmp_path, "daemon", "--ticks", "1", SCALECTL_LOG_LEVEL="loud")
+    assert bad.returncode == 2 and "SCALECTL_LOG_LEVEL='loud'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_synthetic_load_survives_apply_and_restart(tmp_path: Path) -> None:
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "tiers.yaml")
+    assert scalectl(tmp_path, "apply", "-f", example).returncode == 0  # applied by hand, not the bundle
+    for _ in range(2):  # and again after a restart
+        run = scalectl(tmp_path, "daemon", "--speed", "60", "--ticks", "30", "--port", "0", timeout=180)
+        assert run.returncode == 0, run.stderr[-3000:]
+        assert "read the demo's synthetic load" in run.stderr
+    described = json_of(scalectl(tmp_path, "describe", "tier", "orchestrator", "-o", "json"))
+    assert described["signals"]["queue_depth"] is not None and "signals" not in described["signal_errors"]
+    assert scalectl(tmp_path, "diff", "-f", example).returncode == 0  # the README's step: no change

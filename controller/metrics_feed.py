@@ -1,0 +1,156 @@
+"""Feeds DaemonMetrics after every tick: what the tick report says (decisions, signals), what the store
+holds (instances, cost), and the events written since the previous tick (launch-to-ready and drain
+durations, interruptions, budget refusals). Reading events keeps the metrics out of the reconciler."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import func, select
+
+from controller.config import TierSpec
+from controller.metrics import INSTANCE_STATES, SIGNAL_METRIC_NAMES, SIGNALS, DaemonMetrics
+from controller.reconciler.loop import TickReport
+from controller.store.models import EventRecord, InstanceRecord
+from controller.store.repository import Store
+
+READY_STATES = ("ready", "draining")
+INTERRUPTION_KINDS = ("interrupted", "interruption-notice")
+ENDING_KINDS = ("retired", "ended")  # a drain that completed (a preemption cuts one short)
+_REMEMBERED = 10_000  # interrupted instance keys kept to count each instance once
+
+
+def decision_outcome(current: int, desired: int, reason: str) -> str:
+    if desired > current:
+        return "scale_out"
+    if desired < current:
+        return "scale_in"
+    # The policies say "<signal> unknown (no scale-in on missing data)" when they hold on missing data.
+    return "hold_unknown_signals" if "unknown" in reason else "hold"
+
+
+def policy_targets(spec: TierSpec) -> dict[str, float]:
+    """The thresholds a tier's policy compares its signals with (the reactive rules of a predictive one)."""
+    rules: Any = getattr(spec.policy, "reactive", None) or spec.policy
+    found = {
+        "queue_per_instance": getattr(rules, "queue_per_instance", None),
+        "in_flight_per_instance": getattr(rules, "in_flight_per_instance", None),
+        "ttft_p95_max_seconds": getattr(rules, "ttft_p95_max", None) or getattr(spec.policy, "ttft_p95_max", None),
+    }
+    return {name: float(v) for name, v in found.items() if v is not None}
+
+
+class MetricsFeed:
+    def __init__(self, metrics: DaemonMetrics):
+        self.m = metrics
+        self._last_event_id: int | None = None
+        self._last_t: float | None = None
+        self._tiers: set[str] = set()
+        self._interrupted: OrderedDict[str, None] = OrderedDict()
+
+    def observe(
+        self, report: TickReport, store: Store, tiers: Mapping[str, TierSpec], providers: list[str], seconds: float
+    ) -> None:
+        m = self.m
+        m.tick_seconds.observe(seconds)
+        m.ticks.labels("ok").inc()
+        self._known(tiers, providers)
+        for name, tick in report.tiers.items():
+            m.desired.labels(name).set(tick.desired)
+            m.decisions.labels(name, decision_outcome(tick.current, tick.desired, tick.reason)).inc()
+            m.signals_unknown.labels(name).set(1 if "unknown" in tick.reason else 0)
+            values = tick.signals.to_dict()
+            for signal in SIGNALS:
+                label = SIGNAL_METRIC_NAMES.get(signal, signal)
+                if values.get(signal) is None:  # unknown is absent, never zero
+                    _remove(m.signal, name, label)
+                else:
+                    m.signal.labels(name, label).set(float(values[signal]))  # type: ignore[arg-type]
+            for source in tick.errors:  # "vllm 10.0.0.7:8000" -> "vllm": instances come and go, labels must not
+                m.signal_errors.labels(name, source.split(" ", 1)[0]).inc()
+        for provider in report.provider_errors:
+            m.provider_errors.labels(provider).inc()
+        self._instances(report.t, store)
+        self._events(store)
+        self._last_t = report.t
+
+    def _known(self, tiers: Mapping[str, TierSpec], providers: list[str]) -> None:
+        m = self.m
+        m.init_labels(tiers, providers)
+        for gone in self._tiers - set(tiers):
+            for gauge in (m.desired, m.hourly_cost, m.cost_deprecated, m.budget, m.signals_unknown, m.oldest_unready):
+                _remove(gauge, gone)
+            for state in INSTANCE_STATES:
+                _remove(m.instances, gone, state)
+        self._tiers = set(tiers)
+        for name, spec in tiers.items():
+            if spec.budget_per_hour is None:
+                _remove(m.budget, name)
+            else:
+                m.budget.labels(name).set(spec.budget_per_hour)
+            for target, value in policy_targets(spec).items():
+                m.target.labels(name, target).set(value)
+
+    def _instances(self, now: float, store: Store) -> None:
+        m = self.m
+        counts = {(t, s): 0 for t in self._tiers for s in INSTANCE_STATES}
+        hourly = dict.fromkeys(self._tiers, 0.0)
+        oldest = dict.fromkeys(self._tiers, 0.0)
+        for row in store.instances(limit=1_000_000):
+            counts[(row.tier, row.state)] = counts.get((row.tier, row.state), 0) + 1
+            hourly[row.tier] = hourly.get(row.tier, 0.0) + row.price_per_hour
+            if row.state not in READY_STATES:
+                oldest[row.tier] = max(oldest.get(row.tier, 0.0), now - row.created_at)
+        for (tier, state), n in counts.items():
+            m.instances.labels(tier, state).set(n)
+        elapsed = 0.0 if self._last_t is None else max(0.0, now - self._last_t)
+        for tier, dollars in hourly.items():
+            m.hourly_cost.labels(tier).set(dollars)
+            m.cost_deprecated.labels(tier).set(dollars)
+            m.cost_total.labels(tier).inc(dollars * elapsed / 3600)
+        for tier, age in oldest.items():
+            m.oldest_unready.labels(tier).set(age)
+
+    def _events(self, store: Store) -> None:
+        with store.sessions() as s:
+            if self._last_event_id is None:  # a (re)started daemon counts from here, not the whole history
+                self._last_event_id = s.scalar(select(func.max(EventRecord.id))) or 0
+                return
+            events = list(s.scalars(select(EventRecord).where(EventRecord.id > self._last_event_id)).all())
+            keys = {e.instance_key for e in events if e.instance_key and e.kind in ("ready", *ENDING_KINDS)}
+            rows = (
+                {r.key: r for r in s.scalars(select(InstanceRecord).where(InstanceRecord.key.in_(keys))).all()}
+                if keys
+                else {}
+            )
+            for event in events:
+                self._event(event, rows.get(event.instance_key or ""))
+            if events:
+                self._last_event_id = events[-1].id if events[-1].id > self._last_event_id else self._last_event_id
+
+    def _event(self, event: EventRecord, row: InstanceRecord | None) -> None:
+        m, tier = self.m, event.tier
+        if tier is None:
+            return
+        m.events.labels(tier, event.kind).inc()
+        if event.kind == "no-placement" and "budget" in event.message:
+            m.budget_cap_hits.labels(tier).inc()
+        if event.kind in INTERRUPTION_KINDS and event.instance_key not in self._interrupted:
+            m.interruptions.labels(tier).inc()
+            self._interrupted[event.instance_key or ""] = None
+            while len(self._interrupted) > _REMEMBERED:
+                self._interrupted.popitem(last=False)
+        if row is None:
+            return
+        if event.kind == "ready" and row.ready_at is not None:
+            m.launch_to_ready.labels(tier).observe(max(0.0, row.ready_at - row.created_at))
+        if event.kind in ENDING_KINDS and row.drain_started_at is not None and row.ended_at is not None:
+            m.drain_duration.labels(tier).observe(max(0.0, row.ended_at - row.drain_started_at))
+
+
+def _remove(metric: Any, *labels: str) -> None:
+    with contextlib.suppress(KeyError):  # that series was never set
+        metric.remove(*labels)

@@ -1,0 +1,55 @@
+"""`scalectl <command>` imports only that command's module: `status` on an up-to-date database loads neither
+Alembic, the simulator, the provider adapters nor the signal readers (bench/bench_cli_start.py times it)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+
+from controller.cli.main import COMMANDS, build_app
+from controller.store.migrate import head_revision
+from controller.store.open import script_heads
+
+ROOT = Path(__file__).resolve().parents[3]
+PROBE = """
+import json, sys
+from controller.cli.main import main
+sys.argv = ["scalectl", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+heavy = ("alembic", "simulator", "numpy", "providers", "httpx", "redis", "celery", "controller.config")
+print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
+"""
+
+
+def _loaded(tmp_path: Path, *args: str) -> list[str]:
+    env = {"SCALECTL_DATA_DIR": str(tmp_path), "PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
+    loaded: list[str] = json.loads(done.stderr.strip().splitlines()[-1])
+    return loaded
+
+
+def test_status_on_an_up_to_date_database_loads_nothing_heavy(tmp_path: Path) -> None:
+    assert "alembic" in _loaded(tmp_path, "status")  # a new database: migrated once
+    assert _loaded(tmp_path, "status") == []
+    assert "simulator" in _loaded(tmp_path, "simulate", "--help")  # the probe can see heavy imports
+
+
+def test_the_command_map_names_every_registered_command() -> None:
+    app = build_app()
+    click_app = typer.main.get_command(app)
+    assert set(click_app.commands) == set(COMMANDS)  # type: ignore[attr-defined]
+
+
+def test_the_light_head_check_agrees_with_alembic(tmp_path: Path) -> None:
+    from controller.store.db import make_engine
+
+    assert script_heads() == {head_revision(make_engine(f"sqlite:///{tmp_path / 'x.db'}"))}

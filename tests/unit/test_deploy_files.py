@@ -1,0 +1,75 @@
+"""The image, the compose stack and the install extras: what an operator copies must be complete and lean."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from controller.cli.main import app
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+
+
+def test_the_image_is_multi_stage_on_a_pinned_base_without_the_plotting_stack() -> None:
+    text = (DEPLOY / "Containerfile").read_text()
+    assert len(re.findall(r"^FROM ", text, re.MULTILINE)) >= 2
+    assert re.search(r"^ARG PYTHON_IMAGE=python:\d+\.\d+\.\d+-slim-[a-z]+$", text, re.MULTILINE)
+    assert "latest" not in text and "matplotlib" not in text and "[plot]" not in text
+    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    assert ignore[ignore.index("**")] == "**"  # everything excluded, then the sources allowed back
+    copied = set(re.findall(r"^COPY (\S+) ", text, re.MULTILINE)) - {"pyproject.toml"}
+    for path in copied:
+        assert f"!{path}/" in ignore or f"!{path}" in ignore, f"{path} is copied but .dockerignore drops it"
+
+
+def test_compose_has_its_files_and_checks_postgres_with_a_password() -> None:
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    services = compose["services"]
+    assert "trust" not in (DEPLOY / "compose.yaml").read_text()
+    postgres = services["postgres"]
+    assert "PGPASSWORD" in " ".join(postgres["healthcheck"]["test"])
+    assert "scram-sha-256" in postgres["environment"]["POSTGRES_INITDB_ARGS"]
+    assert services["scalectl"]["depends_on"]["postgres"] == {"condition": "service_healthy"}
+    for service in ("scalectl", "postgres"):
+        assert services[service]["env_file"] == "./scalectl.env"
+    template = dict(
+        line.split("=", 1) for line in (DEPLOY / "scalectl.env.example").read_text().splitlines() if "=" in line
+        and not line.startswith("#")
+    )  # fmt: skip
+    password = template["POSTGRES_PASSWORD"]
+    assert f"scalectl:{password}@postgres:5432/scalectl" in template["SCALECTL_DATABASE_URL"]
+    for volume in services["scalectl"]["volumes"]:
+        assert (DEPLOY / volume.split(":")[0]).is_file(), volume
+    for image in (postgres["image"], services["redis"]["image"]):
+        assert re.search(r":\d+\.\d+", image), f"{image}: pin a release"
+
+
+def test_plotting_is_an_extra_and_unused_packages_are_gone() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = " ".join(project["dependencies"])
+    assert "matplotlib" not in core and "sniffio" not in core
+    assert any(d.startswith("matplotlib") for d in project["optional-dependencies"]["plot"])
+
+
+def test_plot_without_matplotlib_is_a_clear_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import controller.cli.simulate_cmd as cmd
+
+    real = cmd.importlib.util.find_spec
+    monkeypatch.setattr(cmd.importlib.util, "find_spec", lambda name: None if name == "matplotlib" else real(name))
+    examples = ROOT / "examples"
+    result = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "-f", str(examples / "tiers" / "batch-night.yaml"),
+            "-w", str(examples / "workloads" / "batch-night.yaml"),
+            "--plot", str(tmp_path / "p.png"),
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 2 and "pip install 'scalectl[plot]'" in result.stderr

@@ -1,0 +1,59 @@
+"""Daemon log lines: ISO-8601 with the zone, text or JSON, the demo's time when the world runs faster."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime
+
+import pytest
+
+from controller.logs import LogFormat, setup_logging
+
+WORLD = 1_767_258_000.0  # 2026-01-01T09:00:00Z
+
+
+def _lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    return [line for line in capsys.readouterr().err.splitlines() if line]
+
+
+def test_json_lines_carry_iso_times_level_logger_and_message(capsys: pytest.CaptureFixture[str]) -> None:
+    setup_logging("info", LogFormat.json)
+    logging.getLogger("scalectl.test").info("tier %s scaled", "web")
+    logging.getLogger("scalectl.test").debug("not shown at info")
+    (line,) = _lines(capsys)
+    record = json.loads(line)
+    assert record["level"] == "INFO" and record["logger"] == "scalectl.test"
+    assert record["message"] == "tier web scaled"
+    assert datetime.fromisoformat(record["time"]).utcoffset() is not None  # has a zone
+    assert record["world_time"] is None
+
+
+def test_sped_up_worlds_log_their_own_time(capsys: pytest.CaptureFixture[str]) -> None:
+    setup_logging("info", LogFormat.json, world_now=lambda: WORLD, speed=60)
+    logging.getLogger("scalectl.test").warning("late")
+    record = json.loads(_lines(capsys)[0])
+    assert datetime.fromisoformat(record["world_time"]).timestamp() == WORLD
+    setup_logging("info", LogFormat.text, world_now=lambda: WORLD, speed=60)
+    logging.getLogger("scalectl.test").warning("late")
+    assert _lines(capsys)[0].startswith("2026-01-01T09:00:00.000+00:00 (demo ×60) WARNING late")
+
+
+def test_text_lines_at_real_speed_show_the_wall_time_with_date_and_zone(capsys: pytest.CaptureFixture[str]) -> None:
+    setup_logging("warning", LogFormat.text, world_now=lambda: WORLD, speed=1.0)
+    logging.getLogger("scalectl.test").info("hidden")
+    logging.getLogger("scalectl.test").error("shown")
+    (line,) = _lines(capsys)
+    stamp, rest = line.split(" ", 1)
+    assert datetime.fromisoformat(stamp).utcoffset() is not None and rest.split() == ["ERROR", "shown"]
+
+
+def test_an_unknown_level_is_refused() -> None:
+    with pytest.raises(ValueError, match="debug, info, warning, error"):
+        setup_logging("loud")
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> object:
+    yield
+    logging.basicConfig(force=True, handlers=[logging.NullHandler()])
