@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import Engine, Select, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from controller.config import FleetConfig, TierSpec, config_digest, parse_config
 from controller.store.db import make_sessionmaker
 from controller.store.history import FailureHistory, failure_history
 from controller.store.instances import LIVE_STATES
@@ -72,6 +71,8 @@ def diff_config(current: dict[str, dict[str, Any]], fleet: FleetConfig) -> list[
 def _parse_version(version: ConfigVersion | None) -> FleetConfig | None:
     if version is None:
         return None
+    from controller.config import parse_config
+
     return parse_config(version.text, f"stored config v{version.version}")
 
 
@@ -120,6 +121,7 @@ class Store:
         self, fleet: FleetConfig, text: str, source: str, now: float
     ) -> tuple[int | None, list[TierChange]]:
         """Store a new version when anything changed; returns (version or None if unchanged, changes)."""
+        from controller.config import config_digest
 
         with self.sessions.begin() as s:
             latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()
