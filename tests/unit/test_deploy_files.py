@@ -35,17 +35,21 @@ def test_compose_has_its_files_and_checks_postgres_with_a_password() -> None:
     postgres = services["postgres"]
     assert "PGPASSWORD" in " ".join(postgres["healthcheck"]["test"])
     assert "scram-sha-256" in postgres["environment"]["POSTGRES_INITDB_ARGS"]
-    assert services["scalectl"]["depends_on"]["postgres"] == {"condition": "service_healthy"}
-    for service in ("scalectl", "postgres"):
+    daemons = [name for name in services if name.startswith("scalectl")]
+    assert len(daemons) >= 2, "two daemon replicas: one leads, one stands by"
+    for service in (*daemons, "postgres"):
         assert services[service]["env_file"] == "./scalectl.env"
+    for daemon in daemons:
+        assert services[daemon]["depends_on"]["postgres"] == {"condition": "service_healthy"}
     template = dict(
         line.split("=", 1) for line in (DEPLOY / "scalectl.env.example").read_text().splitlines() if "=" in line
         and not line.startswith("#")
     )  # fmt: skip
     password = template["POSTGRES_PASSWORD"]
     assert f"scalectl:{password}@postgres:5432/scalectl" in template["SCALECTL_DATABASE_URL"]
-    for volume in services["scalectl"]["volumes"]:
-        assert (DEPLOY / volume.split(":")[0]).is_file(), volume
+    for daemon in daemons:
+        for volume in services[daemon]["volumes"]:
+            assert (DEPLOY / volume.split(":")[0]).is_file(), volume
     for image in (postgres["image"], services["redis"]["image"]):
         assert re.search(r":\d+\.\d+", image), f"{image}: pin a release"
 
