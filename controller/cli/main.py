@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "controller.cli.sizing_cmds",
     "controller.cli.offers_cmd",
     "controller.cli.simulate_cmd",
+    "controller.cli.tune_cmd",
     "controller.cli.daemon_cmd",
     "controller.cli.db_cmds",
 ]
