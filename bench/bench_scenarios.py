@@ -3,6 +3,7 @@
 From the repository root (project installed, or PYTHONPATH=.):
     python bench/bench_scenarios.py                      # every scenario, full length
     python bench/bench_scenarios.py --hours 6            # the first 6 simulated hours of each (to iterate)
+    python bench/bench_scenarios.py --from 6 --hours 4   # hours 6-10 of each (the morning ramp of the days)
     python bench/bench_scenarios.py fleet-business-day   # some scenarios, by name
 
 Per scenario and tier: SLO attainment (share of requests with TTFT within the target; batch: tasks started
@@ -25,7 +26,8 @@ from pathlib import Path
 from controller.config import load_config
 from simulator.controller_run import simulate
 from simulator.report import BaselineOutcome
-from simulator.workloads.spec import load_workload
+from simulator.workloads.shapes import SpikeShape
+from simulator.workloads.spec import BatchLoad, TraceLoad, Workload, load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -54,12 +56,47 @@ class Row:
     wall_s: float
 
 
-def run(name: str, hours: float | None) -> list[Row]:
+def window(workload: Workload, from_s: float, duration_s: float | None) -> Workload:
+    """The slice [from, from + duration) of a workload, as a workload starting at ``from``: clock-based shapes
+    (diurnal, daily) follow the new start by themselves; offsets from the start (spikes, bursts, trace
+    offsets) move back by ``from``."""
+    end = workload.duration if duration_s is None else min(workload.duration, from_s + duration_s)
+    if from_s >= end:
+        raise ValueError(f"--from {from_s / 3600:g} h is past the end of the workload ({workload.duration / 3600:g} h)")
+    tiers = {}
+    for name, load in workload.tiers.items():
+        shapes = [
+            s.model_copy(update={"at": s.at - from_s}) if isinstance(s, SpikeShape) else s
+            for s in getattr(load, "shape", [])
+        ]
+        update: dict[str, object] = {"shape": shapes}
+        if isinstance(load, TraceLoad):
+            update["offset"] = load.offset - from_s
+        if isinstance(load, BatchLoad):
+            bursts = []
+            for b in load.bursts:
+                at = b.at - from_s
+                while b.every and at < 0:
+                    at += b.every
+                if at >= 0:
+                    bursts.append(b.model_copy(update={"at": at}))
+            update["bursts"] = bursts
+        tiers[name] = load.model_copy(update=update)
+    return workload.model_copy(
+        update={"start": _later(workload.start, from_s), "duration": end - from_s, "tiers": tiers}
+    )
+
+
+def _later(start: str, seconds: float) -> str:
+    from datetime import datetime, timedelta
+
+    return (datetime.fromisoformat(start) + timedelta(seconds=seconds)).isoformat()
+
+
+def run(name: str, hours: float | None, from_h: float = 0.0) -> list[Row]:
     tiers_file, workload_file = SCENARIOS[name]
     config, text = load_config(EXAMPLES / tiers_file)
-    workload = load_workload(EXAMPLES / workload_file)
-    if hours is not None:
-        workload = workload.model_copy(update={"duration": min(workload.duration, hours * 3600.0)})
+    workload = window(load_workload(EXAMPLES / workload_file), from_h * 3600.0, None if hours is None else hours * 3600)
     start = time.perf_counter()
     result = simulate(config, text, workload, workload_source=workload_file)
     wall = time.perf_counter() - start
@@ -122,7 +159,8 @@ def format_rows(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scenarios", nargs="*", help=f"scenario names (default: all): {', '.join(SCENARIOS)}")
-    parser.add_argument("--hours", type=float, default=None, help="simulate only the first H hours of each")
+    parser.add_argument("--hours", type=float, default=None, help="simulate only H hours of each")
+    parser.add_argument("--from", dest="from_h", type=float, default=0.0, help="start H hours into each scenario")
     args = parser.parse_args(argv)
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
     if unknown:
@@ -131,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--hours must be above 0")
     rows: list[Row] = []
     for name in args.scenarios or list(SCENARIOS):
-        batch = run(name, args.hours)
+        batch = run(name, args.hours, args.from_h)
         rows.extend(batch)
         print(f"{name}: {batch[0].hours:g} h simulated in {batch[0].wall_s:.0f} s wall", file=sys.stderr, flush=True)
     print(format_rows(rows))
