@@ -27,7 +27,7 @@ from controller.config import load_config
 from simulator.controller_run import simulate
 from simulator.report import BaselineOutcome
 from simulator.workloads.shapes import SpikeShape
-from simulator.workloads.spec import BatchLoad, TraceLoad, Workload, load_workload
+from simulator.workloads.spec import BatchLoad, Workload, load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -58,8 +58,8 @@ class Row:
 
 def window(workload: Workload, from_s: float, duration_s: float | None) -> Workload:
     """The slice [from, from + duration) of a workload, as a workload starting at ``from``: clock-based shapes
-    (diurnal, daily) follow the new start by themselves; offsets from the start (spikes, bursts, trace
-    offsets) move back by ``from``."""
+    (diurnal, daily) follow the new start by themselves; spikes and bursts move back by ``from``; a trace
+    replay starts over at the slice's start (its tiles are stationary hours; the shapes still scale it)."""
     end = workload.duration if duration_s is None else min(workload.duration, from_s + duration_s)
     if from_s >= end:
         raise ValueError(f"--from {from_s / 3600:g} h is past the end of the workload ({workload.duration / 3600:g} h)")
@@ -70,8 +70,6 @@ def window(workload: Workload, from_s: float, duration_s: float | None) -> Workl
             for s in getattr(load, "shape", [])
         ]
         update: dict[str, object] = {"shape": shapes}
-        if isinstance(load, TraceLoad):
-            update["offset"] = load.offset - from_s
         if isinstance(load, BatchLoad):
             bursts = []
             for b in load.bursts:
