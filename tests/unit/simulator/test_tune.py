@@ -3,6 +3,7 @@ SLO, an unreachable SLO exits 1 with the closest settings, bad input exits 2 wit
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -12,11 +13,11 @@ from pydantic import BaseModel, Field
 from typer.testing import CliRunner
 
 from controller.cli.main import app
-from controller.config import load_config
+from controller.config import FleetConfig, load_config
 from policies.spec import ExternalPolicy, MinFloorPolicy, PredictivePolicy, ScaleToZeroPolicy
 from policies.tunable import tunable
-from simulator.tune import run_trial, search_space, tune, with_policy
-from simulator.workloads.spec import parse_workload
+from simulator.tune import TrialJob, run_trial, search_space, tune, with_policy
+from simulator.workloads.spec import Workload, parse_workload
 
 TIERS = """
 tiers:
@@ -87,20 +88,18 @@ def test_the_best_is_the_cheapest_trial_that_meets_the_slo() -> None:
     assert replay == (best.cost, best.slo)
 
 
-def load_config_text(text: str, tmp: Path | None = None) -> tuple[object, str]:
-    import tempfile
-
+def load_config_text(text: str) -> tuple[FleetConfig, str]:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "tiers.yaml"
         path.write_text(text)
         return load_config(path)
 
 
-def run_trial_for(config: object, text: str, workload: object, policy: dict[str, object]) -> tuple[float, float | None]:
-    from simulator.tune import TrialJob
-
-    assert with_policy(config, "web", policy).tiers["web"].policy.kind == "min-floor"  # type: ignore[arg-type]
-    return run_trial(TrialJob(config, text, workload, "web", policy))  # type: ignore[arg-type]
+def run_trial_for(
+    config: FleetConfig, text: str, workload: Workload, policy: dict[str, object]
+) -> tuple[float, float | None]:
+    assert with_policy(config, "web", policy).tiers["web"].policy.kind == "min-floor"
+    return run_trial(TrialJob(config, text, workload, "web", policy))
 
 
 @pytest.fixture
