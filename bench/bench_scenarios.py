@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.scenarios or list(SCENARIOS):
         batch = run(name, args.hours, args.from_h)
         rows.extend(batch)
-        print(f"{name}: {batch[0].hours:g} h simulated in {batch[0].wall_s:.0f} s wall", file=sys.stderr, flush=True)
+        print(f"{name}: {batch[0].hours:g} h simulated in {batch[0].wall_s:.0f} s wall", file=sys.stderr)
+        print(format_rows(batch), file=sys.stderr, flush=True)  # each scenario's rows as soon as they exist
     print(format_rows(rows))
     return 0
 
