@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from policies.durations import Duration
+from policies.tunable import tunable
 
 
 class _Strict(BaseModel):
@@ -18,18 +19,20 @@ class ReactiveRules(_Strict):
     """The min-floor rules without a floor of their own (the tier's ``min`` is the floor). They are the
     reactive part of the predictive policy, and the body of the min-floor policy."""
 
-    queue_per_instance: float = Field(10, gt=0)
-    scale_out_after: Duration = 60.0
-    scale_in_after: Duration = 300.0
-    cooldown: Duration = 300.0
+    queue_per_instance: float = Field(10, gt=0, json_schema_extra=tunable(1, 500, log=True))
+    scale_out_after: Duration = Field(60.0, json_schema_extra=tunable(0, 300, step=5))
+    scale_in_after: Duration = Field(300.0, json_schema_extra=tunable(60, 1800, step=30))
+    cooldown: Duration = Field(300.0, json_schema_extra=tunable(0, 1800, step=30))
     ttft_p95_max: Duration | None = None
     # Concurrent requests one instance serves within the latency target (e.g. from `scalectl plan`).
     # When set, scale-in keeps enough instances for the work in flight; when not, scale-in steps down.
-    in_flight_per_instance: float | None = Field(None, gt=0)
-    scale_in_step: int | None = Field(None, ge=1)  # most instances removed at once (None: 1, or any with the above)
+    in_flight_per_instance: float | None = Field(None, gt=0, json_schema_extra=tunable(4, 512, log=True))
+    scale_in_step: int | None = Field(
+        None, ge=1, json_schema_extra=tunable(1, 8)
+    )  # most instances removed at once (None: 1, or any with the above)
     # A TTFT breach adds this share of the fleet (at least one instance), once per boot: the step that
     # meets a +30% spike in one round instead of one instance per provisioning delay.
-    ttft_scale_out_step: float = Field(0.2, ge=0, le=2)
+    ttft_scale_out_step: float = Field(0.2, ge=0, le=2, json_schema_extra=tunable(0, 1, step=0.05))
 
 
 class MinFloorPolicy(ReactiveRules):
@@ -43,9 +46,9 @@ class ScaleToZeroPolicy(_Strict):
     """Batch tiers: nothing while the queue is empty, ceil(depth / per-instance) once work waits."""
 
     kind: Literal["scale-to-zero"]
-    queue_per_instance: float = Field(20, gt=0)
-    activate_after: Duration = 30.0
-    idle_after: Duration = 300.0
+    queue_per_instance: float = Field(20, gt=0, json_schema_extra=tunable(1, 256, log=True))
+    activate_after: Duration = Field(30.0, json_schema_extra=tunable(0, 300, step=5))
+    idle_after: Duration = Field(300.0, json_schema_extra=tunable(30, 1800, step=30))
 
 
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
@@ -98,8 +101,8 @@ class SeasonalForecast(_Strict):
 
 class PredictivePolicy(_Strict):
     kind: Literal["predictive"]
-    headroom: float = Field(0.30, ge=0, le=10)
-    lead_time: Duration = 300.0
+    headroom: float = Field(0.30, ge=0, le=10, json_schema_extra=tunable(0, 1, step=0.05))
+    lead_time: Duration = Field(300.0, json_schema_extra=tunable(60, 1800, step=30))
     schedule: list[ScheduleWindow] = Field(default_factory=list)
     forecast: SeasonalForecast | None = None
     reactive: ReactiveRules = Field(default_factory=lambda: ReactiveRules.model_validate({}))

@@ -1,47 +1,67 @@
 """What the same workload costs without our controller, on the same fleet model.
 
 * static: the peak need, provisioned all day (what teams do when they fear cold starts);
-* reactive: KEDA/HPA semantics — every 30 s, desired = ceil(metric / target per instance); scale up at once,
-  scale down only to the highest desired of the last 300 s (stabilisation window); new instances take the
-  same provisioning delay as ours;
-* oracle: a lower bound on cost — at every moment the fewest instances that hold the TTFT target for the load
-  of that moment, with no provisioning delay and perfect packing (batch: task-seconds / concurrency).
+* reactive: KEDA + HPA as a user configures them (``simulator.baseline_policies.Hpa``): the target per replica
+  comes from ``scalectl plan`` (the concurrent sequences one server holds), the metric is vLLM's running
+  requests (not the unbounded waiting queue), HPA's algorithm with its 10% tolerance every 15 s, 300 s
+  scale-down stabilisation, bounded by the tier's min and max; new instances take the same provisioning
+  delay as ours;
+* skyserve: SkyServe's request-rate autoscaler (``simulator.baseline_policies.SkyServe``) with its default
+  delays, its target qps per replica from a one-replica load test (the rate one instance serves at TTFT p95
+  within the target); serving tiers only;
+* oracle: a lower bound on cost — every minute the fewest instances at which the SLO the report scores holds
+  (``slo_goal`` of requests with TTFT within the target) for that minute's load, with no provisioning delay
+  and perfect packing (batch: task-seconds / concurrency).
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from policies.types import Signals
-from simulator.capacity import Capacity, capacity_for
+from simulator.baseline_policies import Hpa, HpaTier, SkyServe, SkyServeTier
+from simulator.capacity import capacity_for
 from simulator.fleet import Fleet, TierModel
 from simulator.report import BaselineOutcome, outcomes
 from simulator.workloads.shapes import evaluate
 from simulator.workloads.sources import BatchTasks, PoissonSource, TraceSource
 from simulator.workloads.spec import BatchLoad, PoissonLoad, SessionsLoad, TraceLoad, Workload
+from sizing.plan import make_plan
 
 DEFAULT_PROVISIONING_DELAY_S = 180.0
+DEFAULT_SLO_GOAL = 0.995  # share of requests with TTFT within the target that the oracle holds
 NEED_STEP_S = 60.0  # the oracle re-decides every minute
 
 
 @dataclass(frozen=True, slots=True)
 class BaselineSettings:
     provisioning_delay_s: float = DEFAULT_PROVISIONING_DELAY_S
-    poll_s: float = 30.0  # KEDA pollingInterval
+    poll_s: float = 15.0  # HPA sync period (KEDA serves the metric on each sync)
     stabilization_s: float = 300.0  # HPA scaleDown stabilizationWindowSeconds
-    target_utilisation: float = 0.8  # HPA target: this share of an instance's concurrency at the SLO
+    tolerance: float = 0.1  # HPA: no change while metric / (target × replicas) is within ±10%
+    target_utilisation: float = 0.8  # KEDA threshold: this share of the sequences `scalectl plan` gives a server
+    skyserve_decision_s: float = 20.0
+    skyserve_upscale_delay_s: float = 300.0
+    skyserve_downscale_delay_s: float = 1200.0
+    slo_goal: float = DEFAULT_SLO_GOAL
     tick_s: float = 5.0
     max_instances: int = 1000
+    bounds: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # tier -> (min, max) from the tiers file
+
+    def bounds_of(self, tier: str, floor: int) -> tuple[int, int]:
+        low, high = self.bounds.get(tier, (0, self.max_instances))
+        return max(low, floor), max(high, max(low, floor))
 
 
 # ---- need over time (oracle and static) ------------------------------------------------------------------
-def need_timeline(workload: Workload, model: TierModel) -> tuple[np.ndarray, np.ndarray]:
-    """Minute grid and the fewest instances that hold the SLO for the load of each minute."""
+def need_timeline(
+    workload: Workload, model: TierModel, slo_goal: float = DEFAULT_SLO_GOAL
+) -> tuple[np.ndarray, np.ndarray]:
+    """Minute grid and the fewest instances at which ``slo_goal`` of each minute's requests meet the target."""
     grid = np.arange(0.0, workload.duration, NEED_STEP_S)
     load = model.load
     if isinstance(load, BatchLoad):
@@ -51,7 +71,7 @@ def need_timeline(workload: Workload, model: TierModel) -> tuple[np.ndarray, np.
         ends = np.searchsorted(np.sort(t + run), grid)
         return grid, np.ceil((starts - ends) / load.concurrency)
     assert model.profile is not None
-    cap = capacity_for(model.profile, load, workload)
+    cap = capacity_for(model.profile, load, workload, quantile=slo_goal)
     if cap.per_instance <= 0:
         raise ValueError(f"tier {model.name!r}: one instance cannot meet the TTFT target even at the lightest load")
     if isinstance(load, SessionsLoad):
@@ -66,18 +86,18 @@ def need_timeline(workload: Workload, model: TierModel) -> tuple[np.ndarray, np.
     return grid, np.ceil(per_minute / NEED_STEP_S / cap.per_instance)
 
 
-def oracle(workload: Workload, model: TierModel) -> BaselineOutcome:
+def oracle(workload: Workload, model: TierModel, slo_goal: float = DEFAULT_SLO_GOAL) -> BaselineOutcome:
     if isinstance(model.load, BatchLoad):
         _, run = BatchTasks(model.name, model.load, workload).all_tasks(workload.duration)
         hours = float(run.sum()) / model.load.concurrency / 3600.0
     else:
-        _, need = need_timeline(workload, model)
+        _, need = need_timeline(workload, model, slo_goal)
         hours = float(need.sum()) * NEED_STEP_S / 3600.0
     return BaselineOutcome("oracle", hours * model.price_per_hour, hours * model.gpu_count, None)
 
 
-def static_count(workload: Workload, model: TierModel) -> int:
-    _, need = need_timeline(workload, model)
+def static_count(workload: Workload, model: TierModel, slo_goal: float = DEFAULT_SLO_GOAL) -> int:
+    _, need = need_timeline(workload, model, slo_goal)
     return max(1, int(need.max()) if need.shape[0] else 1)
 
 
@@ -136,54 +156,62 @@ def run_counts(
 
 
 def run_static(workload: Workload, models: Mapping[str, TierModel], settings: BaselineSettings) -> Fleet:
-    counts = {name: static_count(workload, m) for name, m in models.items()}
+    counts = {name: static_count(workload, m, settings.slo_goal) for name, m in models.items()}
     return run_counts(
         workload, models, lambda name, _t, _s, _c: counts[name], settings,
         poll_s=workload.duration, initial=counts, delay_s=0.0,
     )  # fmt: skip
 
 
-class Reactive:
-    """HPA/KEDA: desired = ceil(metric / target per instance), 300 s scale-down stabilisation window."""
+def keda_target(model: TierModel, utilisation: float) -> float:
+    """The KEDA threshold a user derives from ``scalectl plan``: running requests per replica at
+    ``utilisation`` of what one server runs at once (its KV slots, capped by vLLM's max-num-seqs)."""
+    profile = model.profile
+    assert profile is not None
+    plan = make_plan(profile.model, profile.gpu, max_model_len=profile.max_model_len, gpu_count=model.gpu_count)
+    return max(1.0, utilisation * min(plan.sessions_per_server, profile.max_num_seqs))
 
-    def __init__(self, workload: Workload, models: Mapping[str, TierModel], settings: BaselineSettings) -> None:
-        self.settings = settings
-        self.targets: dict[str, float] = {}
-        self.floors: dict[str, int] = {}
-        for name, model in models.items():
-            if isinstance(model.load, BatchLoad):
-                self.targets[name] = float(model.load.concurrency)  # KEDA listLength: tasks per instance
-                self.floors[name] = 0
-            else:
-                assert model.profile is not None
-                cap: Capacity = capacity_for(model.profile, model.load, workload)
-                self.targets[name] = max(1.0, settings.target_utilisation * cap.concurrency)
-                self.floors[name] = 1
-        self._history: dict[str, deque[tuple[float, int]]] = {name: deque() for name in models}
 
-    def __call__(self, tier: str, now: float, signals: Signals, current: int) -> int:
-        if signals.queue_depth is not None:
-            metric: float | None = signals.queue_depth + (signals.in_flight or 0.0)
-        elif signals.requests_running is not None:
-            metric = signals.requests_running + (signals.requests_waiting or 0.0)
+def reactive_policy(workload: Workload, models: Mapping[str, TierModel], settings: BaselineSettings) -> Hpa:
+    tiers = {}
+    for name, model in models.items():
+        low, high = settings.bounds_of(name, 0 if isinstance(model.load, BatchLoad) else 1)
+        if isinstance(model.load, BatchLoad):  # KEDA's RabbitMQ scaler: queue length per replica = concurrency
+            tiers[name] = HpaTier(float(model.load.concurrency), low, high, batch=True)
         else:
-            metric = None
-        if metric is None:  # no reading (no instance up): hold, but never below the floor
-            raw = max(current, self.floors[tier])
-        else:
-            raw = max(self.floors[tier], math.ceil(metric / self.targets[tier]))
-        history = self._history[tier]
-        history.append((now, raw))
-        while history and history[0][0] < now - self.settings.stabilization_s:
-            history.popleft()
-        stabilised = max(r for _, r in history)
-        return raw if raw >= current else min(current, stabilised)
+            tiers[name] = HpaTier(keda_target(model, settings.target_utilisation), low, high)
+    return Hpa(tiers, tolerance=settings.tolerance, stabilization_s=settings.stabilization_s)
+
+
+def skyserve_policy(workload: Workload, models: Mapping[str, TierModel], settings: BaselineSettings) -> SkyServe:
+    tiers = {}
+    for name, model in models.items():
+        assert model.profile is not None, "SkyServe serves HTTP replicas; batch tiers have no request rate"
+        qps = capacity_for(model.profile, model.load, workload).rate
+        low, high = settings.bounds_of(name, 1)
+        tiers[name] = SkyServeTier(max(qps, 1e-6), low, high)
+    return SkyServe(
+        tiers,
+        decision_interval_s=settings.skyserve_decision_s,
+        upscale_delay_s=settings.skyserve_upscale_delay_s,
+        downscale_delay_s=settings.skyserve_downscale_delay_s,
+    )
 
 
 def run_reactive(workload: Workload, models: Mapping[str, TierModel], settings: BaselineSettings) -> Fleet:
-    decide = Reactive(workload, models, settings)
+    decide = reactive_policy(workload, models, settings)
+    floors = {name: spec.min_replicas for name, spec in decide.tiers.items()}
     return run_counts(
-        workload, models, decide, settings, poll_s=settings.poll_s, initial=decide.floors,
+        workload, models, decide, settings, poll_s=settings.poll_s, initial=floors,
+        delay_s=settings.provisioning_delay_s,
+    )  # fmt: skip
+
+
+def run_skyserve(workload: Workload, models: Mapping[str, TierModel], settings: BaselineSettings) -> Fleet:
+    decide = skyserve_policy(workload, models, settings)
+    floors = {name: spec.min_replicas for name, spec in decide.tiers.items()}
+    return run_counts(
+        workload, models, decide, settings, poll_s=settings.skyserve_decision_s, initial=floors,
         delay_s=settings.provisioning_delay_s,
     )  # fmt: skip
 
@@ -191,13 +219,19 @@ def run_reactive(workload: Workload, models: Mapping[str, TierModel], settings: 
 def run_baselines(
     workload: Workload, models: Mapping[str, TierModel], settings: BaselineSettings | None = None
 ) -> dict[str, dict[str, BaselineOutcome]]:
-    """Static, reactive and oracle outcomes per tier."""
+    """Static, reactive, SkyServe-style (serving tiers) and oracle outcomes per tier."""
     cfg = settings or BaselineSettings()
     result: dict[str, dict[str, BaselineOutcome]] = {name: {} for name in models}
-    for label, runner in (("static", run_static), ("reactive", run_reactive)):
-        fleet = runner(workload, models, cfg)
+    serving = {name: m for name, m in models.items() if not isinstance(m.load, BatchLoad)}
+    runs: list[tuple[str, Callable[..., Fleet], Mapping[str, TierModel]]] = [
+        ("static", run_static, models), ("reactive", run_reactive, models), ("skyserve", run_skyserve, serving),
+    ]  # fmt: skip
+    for label, runner, subset in runs:
+        if not subset:
+            continue
+        fleet = runner(workload, subset, cfg)
         for name, out in outcomes(fleet, workload.duration).items():
             result[name][label] = BaselineOutcome(label, out.cost, out.gpu_hours, out.slo_attainment)
     for name, model in models.items():
-        result[name]["oracle"] = oracle(workload, model)
+        result[name]["oracle"] = oracle(workload, model, cfg.slo_goal)
     return result

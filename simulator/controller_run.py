@@ -36,7 +36,7 @@ from controller.store.repository import Store
 from domain.instance import Instance, InstanceState
 from policies.external import ExternalPolicyError, load_external_policy
 from policies.spec import ExternalPolicy
-from simulator.baselines import BaselineSettings, run_baselines
+from simulator.baselines import DEFAULT_SLO_GOAL, BaselineSettings, run_baselines
 from simulator.cloud_events import CloudEvents
 from simulator.fleet import Fleet, TierModel, tier_models
 from simulator.fleet_signals import FleetSignals
@@ -58,6 +58,7 @@ class RunOptions:
     baselines: bool = True
     parallel_baselines: bool = True  # run the baselines in a second process while the controller runs
     progress_every_s: float = 600.0  # virtual seconds between progress callbacks
+    slo_goal: float = DEFAULT_SLO_GOAL  # the oracle holds this share of requests within the TTFT target
 
 
 @dataclass(slots=True)
@@ -117,7 +118,12 @@ def simulate(
     models = models_for(config, workload, workload_source)
     subset = FleetConfig(tiers={n: config.tiers[n] for n in workload.tiers}, providers=config.providers)
     low, high = workload.cloud.provision_delay
-    settings = BaselineSettings(provisioning_delay_s=(low + high) / 2, tick_s=opts.tick_s)
+    settings = BaselineSettings(
+        provisioning_delay_s=(low + high) / 2,
+        tick_s=opts.tick_s,
+        slo_goal=opts.slo_goal,
+        bounds={name: (config.tiers[name].min, config.tiers[name].max) for name in workload.tiers},
+    )
     pending: concurrent.futures.Future[Baselines] | None = None
     pool: concurrent.futures.ProcessPoolExecutor | None = None
     if opts.baselines and opts.parallel_baselines:

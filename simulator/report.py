@@ -93,9 +93,13 @@ def outcomes(fleet: Fleet, duration_s: float) -> dict[str, TierOutcome]:
     return out
 
 
+BASELINES = ("static", "reactive", "skyserve", "oracle")
+RATIO_ORDER = ("oracle", "static", "reactive", "skyserve")  # the table's ÷ columns
+
+
 @dataclass(frozen=True, slots=True)
 class BaselineOutcome:
-    name: str  # "static", "reactive", "oracle"
+    name: str  # "static", "reactive", "skyserve", "oracle"
     cost: float
     gpu_hours: float
     slo_attainment: float | None  # None for the oracle: a cost bound, met by construction
@@ -122,7 +126,7 @@ class Report:
             "retries": sum(t.retries for t in tiers),
             "lost_tasks": sum(t.lost_tasks for t in tiers),
         }
-        for name in ("static", "reactive", "oracle"):
+        for name in BASELINES:
             costs = [b[name].cost for b in self.baselines.values() if name in b]
             if len(costs) == len(self.tiers) and costs:
                 total[f"{name}_cost"] = sum(costs)
@@ -135,7 +139,7 @@ class Report:
             entry = outcome.to_dict()
             base = self.baselines.get(name, {})
             entry["baselines"] = {k: asdict(v) for k, v in base.items()}
-            for ref in ("oracle", "static"):
+            for ref in BASELINES:
                 if ref in base:
                     entry[f"cost_vs_{ref}"] = _ratio(outcome.cost, base[ref].cost)
             tiers[name] = entry
@@ -147,7 +151,8 @@ class Report:
 
         table = Table(title=f"Simulated {self.duration_s / 3600:g} h")
         for col in ("tier", "requests", "SLO met", "TTFT p50/p95/p99", "cost $", "GPU-h", "peak", "interrupts",
-                    "lost", "static $ (SLO)", "reactive $ (SLO)", "oracle $", "÷oracle", "÷static"):  # fmt: skip
+                    "lost", "static $ (SLO)", "reactive $ (SLO)", "SkyServe $ (SLO)", "oracle $",
+                    "÷oracle", "÷static", "÷reactive", "÷SkyServe"):  # fmt: skip
             table.add_column(col, justify="left" if col == "tier" else "right")
         for name, t in self.tiers.items():
             base = self.baselines.get(name, {})
@@ -163,18 +168,17 @@ class Report:
                 str(t.lost_tasks),
                 _base(base.get("static")),
                 _base(base.get("reactive")),
+                _base(base.get("skyserve")),
                 f"{base['oracle'].cost:,.2f}" if "oracle" in base else "-",
-                _fmt_ratio(_ratio(t.cost, base["oracle"].cost) if "oracle" in base else None),
-                _fmt_ratio(_ratio(t.cost, base["static"].cost) if "static" in base else None),
+                *(_fmt_ratio(_ratio(t.cost, base[ref].cost) if ref in base else None) for ref in RATIO_ORDER),
             )
         tot = self.total()
         table.add_row(
             "total", f"{tot['requests']:,}", _pct(tot["slo_attainment"]), "", f"{tot['cost']:,.2f}",
             f"{tot['gpu_hours']:,.1f}", "", str(tot["interruptions"]), str(tot["lost_tasks"]),
-            f"{tot['static_cost']:,.2f}" if "static_cost" in tot else "-",
-            f"{tot['reactive_cost']:,.2f}" if "reactive_cost" in tot else "-",
-            f"{tot['oracle_cost']:,.2f}" if "oracle_cost" in tot else "-",
-            _fmt_ratio(tot.get("cost_vs_oracle")), _fmt_ratio(tot.get("cost_vs_static")),
+            *(f"{tot[f'{ref}_cost']:,.2f}" if f"{ref}_cost" in tot else "-"
+              for ref in ("static", "reactive", "skyserve", "oracle")),
+            *(_fmt_ratio(tot.get(f"cost_vs_{ref}")) for ref in RATIO_ORDER),
         )  # fmt: skip
         return table
 

@@ -28,6 +28,7 @@ COMMANDS = {
     "vllm-args": "controller.cli.sizing_cmds",
     "offers": "controller.cli.offers_cmd",
     "simulate": "controller.cli.simulate_cmd",
+    "tune": "controller.cli.tune_cmd",
     "daemon": "controller.cli.daemon_cmd",
     "db": "controller.cli.db_cmds",
     "schema": "controller.cli.schema_cmd",

@@ -247,9 +247,18 @@ class Workload(_Strict):
         return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()
 
     def trace_path(self, load: TraceLoad) -> Path:
-        """The trace file: ``$VARS`` expanded, relative paths taken from the workload file's folder."""
-        p = Path(os.path.expandvars(load.path)).expanduser()
+        """The trace file: ``$VARS`` and ``${VAR:-default}`` expanded, relative paths taken from the workload
+        file's folder."""
+        p = Path(os.path.expandvars(_expand_defaults(load.path))).expanduser()
         return Path(os.path.normpath(p if p.is_absolute() else Path(self.base_dir) / p))
+
+
+_VAR_DEFAULT = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):-([^}]*)\}")
+
+
+def _expand_defaults(text: str) -> str:
+    """``${VAR:-default}``: the variable when set and not empty, else the default (as in the shell)."""
+    return _VAR_DEFAULT.sub(lambda m: os.environ.get(m.group(1)) or m.group(2), text)
 
 
 class WorkloadError(ValueError):

@@ -130,8 +130,9 @@ def test_baselines_run_on_the_same_workload_in_the_same_run() -> None:
     parallel = run(workload=short, options=RunOptions(parallel_baselines=True)).report
     serial = run(workload=short, options=RunOptions(parallel_baselines=False)).report
     assert parallel.to_dict() == serial.to_dict()
+    assert set(parallel.baselines["web"]) == {"static", "reactive", "skyserve", "oracle"}
+    assert set(parallel.baselines["jobs"]) == {"static", "reactive", "oracle"}  # SkyServe serves HTTP only
     for name in ("web", "jobs"):
-        assert set(parallel.baselines[name]) == {"static", "reactive", "oracle"}
         assert parallel.baselines[name]["oracle"].cost > 0
     assert parallel.to_dict()["tiers"]["web"]["cost_vs_oracle"] > 0
 

@@ -1,0 +1,288 @@
+"""Search a tier's policy settings with the simulator: the cheapest settings whose SLO attainment meets a target.
+
+The search space is every field of the tier's policy model that declares a range (``policies.tunable``),
+nested models included (``reactive.queue_per_instance``). Each trial replays the workload's traffic for that
+tier through the real controller with the trial's settings (no baselines) and scores its cost and SLO
+attainment; Optuna's TPE sampler proposes the next settings, treating ``SLO >= target`` as a constraint.
+Trials run in parallel worker processes (ask/tell: the study lives in this process).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import multiprocessing
+import types
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from controller.config import FleetConfig, TierSpec
+from policies.spec import PolicySpec
+from policies.tunable import TuneRange, tune_range
+from simulator.controller_run import RunOptions, simulate
+from simulator.workloads.spec import Workload
+
+_POLICY: TypeAdapter[Any] = TypeAdapter(PolicySpec)
+
+
+class TuneInputError(ValueError):
+    """The tier cannot be tuned as asked; the message names the file, tier and fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    name: str  # dotted path inside the policy block, e.g. "reactive.scale_in_after"
+    range: TuneRange
+    integer: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TrialResult:
+    number: int
+    params: dict[str, float | int]
+    cost: float | None  # None: the trial failed (settings rejected by validation)
+    slo: float | None
+    error: str | None = None
+
+    def feasible(self, target: float) -> bool:
+        return self.cost is not None and self.slo is not None and self.slo >= target
+
+
+@dataclass(slots=True)
+class TuneResult:
+    tier: str
+    slo_target: float
+    base_policy: dict[str, Any]  # the tier's policy block as written
+    space: list[Param]
+    trials: list[TrialResult] = field(default_factory=list)
+
+    @property
+    def best(self) -> TrialResult | None:
+        """The cheapest trial that meets the SLO target (earliest on a tie); None when none does."""
+        feasible = [t for t in self.trials if t.feasible(self.slo_target)]
+        return min(feasible, key=lambda t: (t.cost, t.number)) if feasible else None
+
+    @property
+    def closest(self) -> TrialResult | None:
+        """When no trial meets the target: the one with the highest SLO (cheapest on a tie)."""
+        done = [t for t in self.trials if t.cost is not None and t.slo is not None]
+        return max(done, key=lambda t: (t.slo, -(t.cost or 0.0), -t.number)) if done else None
+
+    def frontier(self) -> list[TrialResult]:
+        """Trials no other trial beats on both cost and SLO, cheapest first."""
+        done = sorted((t for t in self.trials if t.cost is not None and t.slo is not None),
+                      key=lambda t: (t.cost, -(t.slo or 0.0)))  # fmt: skip
+        out: list[TrialResult] = []
+        for t in done:
+            if not out or (t.slo or 0.0) > (out[-1].slo or 0.0):
+                out.append(t)
+        return out
+
+    def policy_for(self, trial: TrialResult) -> dict[str, Any]:
+        """The policy block with the trial's settings, in YAML-ready form (durations as "90s")."""
+        merged = _POLICY.validate_python(policy_with(self.base_policy, trial.params))
+        dumped = merged.model_dump(by_alias=True, exclude_unset=True, mode="json")
+        return {"kind": dumped.pop("kind"), **dumped}
+
+
+# ---- the search space ------------------------------------------------------------------------------------
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    for candidate in (annotation, *typing.get_args(annotation)):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _is_integer(annotation: Any) -> bool:
+    args = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    return int in args or annotation is int
+
+
+def search_space(model: type[BaseModel], prefix: str = "") -> list[Param]:
+    """Every field of ``model`` with a declared tune range (recursing into nested models)."""
+    params: list[Param] = []
+    for name, info in model.model_fields.items():
+        nested = _nested_model(info.annotation)
+        if nested is not None:
+            params.extend(search_space(nested, f"{prefix}{name}."))
+            continue
+        declared = tune_range(info.json_schema_extra)
+        if declared is not None:
+            params.append(Param(f"{prefix}{name}", declared, _is_integer(info.annotation)))
+    return params
+
+
+def policy_with(base: Mapping[str, Any], params: Mapping[str, float | int]) -> dict[str, Any]:
+    out: dict[str, Any] = {k: (dict(v) if isinstance(v, Mapping) else v) for k, v in base.items()}
+    for dotted, value in params.items():
+        node = out
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return out
+
+
+def _round(value: float, digits: int = 3) -> float:
+    """Three significant digits: what a person would write in the YAML (and what the trial then runs)."""
+    if value == 0 or not math.isfinite(value):
+        return value
+    return round(value, digits - 1 - math.floor(math.log10(abs(value))))
+
+
+# ---- one trial (runs in a worker process) ----------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class TrialJob:
+    config: FleetConfig
+    config_text: str
+    workload: Workload
+    tier: str
+    policy: dict[str, Any]
+
+
+def with_policy(config: FleetConfig, tier: str, policy: Mapping[str, Any]) -> FleetConfig:
+    """The configuration with one tier's policy block replaced (validated as the tiers file would be)."""
+    spec = config.tiers[tier].model_dump(by_alias=True, exclude_unset=True)
+    tiers = dict(config.tiers)
+    tiers[tier] = TierSpec.model_validate({**spec, "policy": dict(policy)})
+    return config.model_copy(update={"tiers": tiers})
+
+
+def run_trial(job: TrialJob) -> tuple[float, float | None]:
+    """Cost and SLO attainment of the tier with ``job.policy`` on the workload."""
+    config = with_policy(job.config, job.tier, job.policy)
+    result = simulate(config, job.config_text, job.workload, options=RunOptions(baselines=False))
+    outcome = result.report.tiers[job.tier]
+    return outcome.cost, outcome.slo_attainment
+
+
+# ---- the study ------------------------------------------------------------------------------------------
+Progress = Callable[[TuneResult], None]
+
+
+def prepare(
+    config: FleetConfig, workload: Workload, tier: str, source: str = "tiers file", workload_source: str = "workload"
+) -> TuneResult:
+    """Check the tier can be tuned on this workload; the search space and the tier's own policy block."""
+    if tier not in config.tiers:
+        raise TuneInputError(f'{source}: no tier "{tier}"; its tiers: {", ".join(config.tiers)}')
+    policy = config.tiers[tier].policy
+    space = search_space(type(policy))
+    if not space:
+        raise TuneInputError(
+            f'{source}: tier "{tier}": policy kind {policy.kind!r} has no tunable settings; '
+            "tune a built-in policy (min-floor, predictive, scale-to-zero)"
+        )
+    if tier not in workload.tiers:
+        raise TuneInputError(
+            f'{workload_source}: no traffic for tier "{tier}" (its tiers: {", ".join(workload.tiers)}); '
+            "add the tier to the workload or pick another --tier"
+        )
+    base = policy.model_dump(by_alias=True, exclude_unset=True)
+    base["kind"] = policy.kind
+    return TuneResult(tier, 0.0, base, space)
+
+
+def _suggest(trial: Any, param: Param) -> float | int:
+    r = param.range
+    if param.integer:
+        return int(trial.suggest_int(param.name, int(r.low), int(r.high), log=r.log))
+    if r.step is not None:
+        return _round(float(trial.suggest_float(param.name, r.low, r.high, step=r.step)))
+    return _round(float(trial.suggest_float(param.name, r.low, r.high, log=r.log)))
+
+
+def _current(policy: BaseModel, space: list[Param]) -> dict[str, float | int]:
+    """The tier's own settings that lie inside the space: the first trial starts from them."""
+    out: dict[str, float | int] = {}
+    for p in space:
+        node: Any = policy
+        for part in p.name.split("."):
+            node = getattr(node, part, None)
+        if isinstance(node, int | float) and p.range.low <= node <= p.range.high:
+            out[p.name] = int(node) if p.integer else float(node)
+    return out
+
+
+def tune(
+    config: FleetConfig,
+    config_text: str,
+    workload: Workload,
+    tier: str,
+    *,
+    trials: int,
+    slo_target: float,
+    jobs: int = 1,
+    seed: int = 0,
+    progress: Progress | None = None,
+    source: str = "tiers file",
+) -> TuneResult:
+    """Run ``trials`` simulations of ``tier`` with settings proposed by Optuna; see ``TuneResult.best``."""
+    try:
+        import optuna
+    except ModuleNotFoundError:
+        raise TuneInputError("scalectl tune needs Optuna: pip install 'scalectl[tune]'") from None
+    result = prepare(config, workload, tier, source)
+    result.slo_target = slo_target
+    only = workload.model_copy(update={"tiers": {tier: workload.tiers[tier]}})
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    sampler = optuna.samplers.TPESampler(seed=seed)
+    study = optuna.create_study(direction="minimize", sampler=sampler)
+    start = _current(config.tiers[tier].policy, result.space)
+    if start:
+        study.enqueue_trial(start, skip_if_exists=True)
+
+    def submit(pool: concurrent.futures.Executor | None) -> tuple[Any, dict[str, float | int], Any]:
+        trial = study.ask()
+        params = {p.name: _suggest(trial, p) for p in result.space}
+        job = TrialJob(config, config_text, only, tier, policy_with(result.base_policy, params))
+        future = pool.submit(run_trial, job) if pool is not None else None
+        return trial, params, (future if future is not None else job)
+
+    def finish(trial: Any, params: dict[str, float | int], outcome: tuple[float, float | None] | Exception) -> None:
+        if isinstance(outcome, Exception):
+            trial_result = TrialResult(trial.number, params, None, None, _one_line(outcome))
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            cost, slo = outcome
+            trial_result = TrialResult(trial.number, params, cost, slo)
+            trial.set_constraint("slo", slo_target - (slo if slo is not None else 0.0))  # feasible at <= 0
+            study.tell(trial, cost)
+        result.trials.append(trial_result)
+        if progress is not None:
+            progress(result)
+
+    if jobs <= 1:
+        for _ in range(trials):
+            trial, params, job = submit(None)
+            try:
+                outcome: tuple[float, float | None] | Exception = run_trial(job)
+            except (ValidationError, ValueError) as exc:
+                outcome = exc
+            finish(trial, params, outcome)
+        return result
+    context = multiprocessing.get_context("spawn")  # no inherited threads or event loops in the workers
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+        running: dict[concurrent.futures.Future[Any], tuple[Any, dict[str, float | int]]] = {}
+        submitted = 0
+        while submitted < trials or running:
+            while submitted < trials and len(running) < jobs:
+                trial, params, future = submit(pool)
+                running[future] = (trial, params)
+                submitted += 1
+            done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                trial, params = running.pop(future)
+                error = future.exception()
+                if error is not None and not isinstance(error, ValidationError | ValueError):
+                    raise error
+                finish(trial, params, error if isinstance(error, Exception) else future.result())
+    return result
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:300]

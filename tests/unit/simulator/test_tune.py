@@ -1,0 +1,152 @@
+"""scalectl tune: the search space comes from the policy models, the best is the cheapest trial meeting the
+SLO, an unreachable SLO exits 1 with the closest settings, bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+import pytest
+import yaml
+from pydantic import BaseModel, Field
+from typer.testing import CliRunner
+
+from controller.cli.main import app
+from controller.config import FleetConfig, load_config
+from policies.spec import ExternalPolicy, MinFloorPolicy, PredictivePolicy, ScaleToZeroPolicy
+from policies.tunable import tunable
+from simulator.tune import TrialJob, run_trial, search_space, tune, with_policy
+from simulator.workloads.spec import Workload, parse_workload
+
+TIERS = """
+tiers:
+  web:
+    capacity: on-demand
+    gpu: L40S-48GB
+    providers: [simulated]
+    min: 1
+    max: 6
+    policy: {kind: min-floor, ttft_p95_max: 500ms}
+  mine:
+    capacity: on-demand
+    gpu: L40S-48GB
+    providers: [simulated]
+    min: 1
+    max: 2
+    policy: {kind: external, class: "examples.policies.keda_scaler:KedaScaler"}
+"""
+
+WORKLOAD = """
+seed: 3
+duration: 15m
+tiers:
+  web:
+    kind: poisson
+    rate: 12
+    ttft_target: 500ms
+    shape: [{kind: spike, at: 5m, duration: 6m, factor: 2.0}]
+cloud: {provision_delay: 60s}
+"""
+
+
+def test_the_space_is_every_field_with_a_declared_range() -> None:
+    names = {p.name for p in search_space(MinFloorPolicy)}
+    assert {"queue_per_instance", "scale_out_after", "scale_in_after", "cooldown", "in_flight_per_instance"} <= names
+    assert "floor" not in names and "ttft_p95_max" not in names  # the user's bounds and target are not searched
+    predictive = {p.name for p in search_space(PredictivePolicy)}
+    assert {"headroom", "lead_time", "reactive.queue_per_instance", "reactive.scale_in_after"} <= predictive
+    assert {p.name for p in search_space(ScaleToZeroPolicy)} == {"queue_per_instance", "activate_after", "idle_after"}
+    assert search_space(ExternalPolicy) == []
+    step = next(p for p in search_space(MinFloorPolicy) if p.name == "scale_in_step")
+    assert step.integer and (step.range.low, step.range.high) == (1, 8)
+
+    class NewPolicy(BaseModel):  # a field added later is searched once it declares its range
+        kind: Literal["new"]
+        target_utilisation: float = Field(0.85, json_schema_extra=tunable(0.5, 0.95))
+
+    [param] = search_space(NewPolicy)
+    assert param.name == "target_utilisation" and not param.integer and param.range.high == 0.95
+
+
+def test_the_best_is_the_cheapest_trial_that_meets_the_slo() -> None:
+    config, text = load_config_text(TIERS)
+    workload = parse_workload(WORKLOAD)
+    result = tune(config, text, workload, "web", trials=3, slo_target=0.6, jobs=1)
+    assert len(result.trials) == 3 and all(t.cost is not None for t in result.trials)
+    costs = {t.cost for t in result.trials}
+    assert len(costs) > 1  # the settings change what the day costs
+    feasible = [t for t in result.trials if t.slo is not None and t.slo >= 0.6]
+    best = result.best
+    assert feasible, "the first trial runs the tier's defaults, which hold 60% on this workload"
+    assert best is not None and best.slo is not None and best.slo >= 0.6
+    assert best.cost == min(t.cost for t in feasible if t.cost is not None)
+    # The YAML it prints is the policy that was simulated: replaying it gives the same cost and SLO.
+    policy = result.policy_for(best)
+    assert policy["kind"] == "min-floor" and policy["ttft_p95_max"] == "500ms"
+    replay = run_trial_for(config, text, workload, policy)
+    assert replay == (best.cost, best.slo)
+
+
+def load_config_text(text: str) -> tuple[FleetConfig, str]:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "tiers.yaml"
+        path.write_text(text)
+        return load_config(path)
+
+
+def run_trial_for(
+    config: FleetConfig, text: str, workload: Workload, policy: dict[str, object]
+) -> tuple[float, float | None]:
+    assert with_policy(config, "web", policy).tiers["web"].policy.kind == "min-floor"
+    return run_trial(TrialJob(config, text, workload, "web", policy))
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    (tmp_path / "tiers.yaml").write_text(TIERS)
+    (tmp_path / "day.yaml").write_text(WORKLOAD)
+    return tmp_path / "tiers.yaml", tmp_path / "day.yaml"
+
+
+def test_an_slo_no_trial_reaches_prints_the_closest_and_exits_1(files: tuple[Path, Path], tmp_path: Path) -> None:
+    tiers, day = files
+    day.write_text(WORKLOAD.replace("duration: 15m", "duration: 6m").replace("ttft_target: 500ms", "ttft_target: 5ms"))
+    plot = tmp_path / "frontier.png"
+    result = CliRunner().invoke(
+        app,
+        ["tune", "-f", str(tiers), "--workload", str(day), "--tier", "web", "--trials", "2", "--jobs", "2",
+         "--slo", "0.99", "--plot", str(plot)],
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output
+    assert "no trial reached the SLO target 99.00%" in result.stderr
+    pasted = yaml.safe_load(result.stdout.split("# tier web:", 1)[1].split("\n", 1)[1])
+    assert pasted["policy"]["kind"] == "min-floor"
+    assert plot.stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--tier", "nope"], 'no tier "nope"'),
+        (["--tier", "mine"], "policy kind 'external' has no tunable settings"),
+        (["--tier", "web", "--slo", "1.5"], "--slo: expected a share of requests in (0, 1]"),
+        (["--tier", "web", "--trials", "0"], "--trials: expected at least 1"),
+        (["--tier", "web", "--jobs", "0"], "--jobs: expected at least 1"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(files: tuple[Path, Path], args: list[str], needle: str) -> None:
+    tiers, day = files
+    result = CliRunner().invoke(app, ["tune", "-f", str(tiers), "--workload", str(day), *args])
+    assert result.exit_code == 2, result.output
+    assert needle in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert result.stdout == ""
+
+
+def test_a_tier_without_traffic_in_the_workload_is_bad_input(files: tuple[Path, Path]) -> None:
+    tiers, day = files
+    day.write_text(WORKLOAD.replace("  web:\n    kind: poisson", "  other:\n    kind: poisson"))
+    result = CliRunner().invoke(app, ["tune", "-f", str(tiers), "--workload", str(day), "--tier", "web"])
+    assert result.exit_code == 2
+    assert 'no traffic for tier "web"' in result.stderr and len(result.stderr.strip().splitlines()) == 1
