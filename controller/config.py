@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from controller.signals.spec import SignalsSpec
 from policies.durations import Duration
+from policies.registry import KINDS
 from policies.spec import PolicySpec
 from sizing.spec import ServingSpec
 
@@ -108,18 +109,7 @@ def _format_location(loc: tuple[Any, ...], data: Any) -> str:
     elif len(parts) >= 2 and parts[0] == "providers":
         prefix = f'provider "{parts[1]}": '
         parts = parts[2:]
-    if (
-        len(parts) >= 2
-        and parts[0] in ("policy",)
-        and isinstance(parts[1], str)
-        and parts[1]
-        in (
-            "min-floor",
-            "scale-to-zero",
-            "predictive",
-            "external",
-        )
-    ):
+    if len(parts) >= 2 and parts[0] in ("policy",) and isinstance(parts[1], str) and parts[1] in KINDS:
         del parts[1]  # the discriminator tag pydantic inserts
     path = ""
     for part in parts:

@@ -14,15 +14,44 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-class ReactiveRules(_Strict):
-    """The min-floor rules without a floor of their own (the tier's ``min`` is the floor). They are the
-    reactive part of the predictive policy, and the body of the min-floor policy."""
+# Settings that only the threshold rules read: set with `mode: target` they would be ignored, so they are refused.
+THRESHOLD_ONLY = (
+    "queue_per_instance",
+    "scale_out_after",
+    "scale_in_after",
+    "cooldown",
+    "in_flight_per_instance",
+    "scale_in_step",
+    "ttft_scale_out_step",
+)
+DEFAULT_TTFT_TARGET_S = 0.5  # user-facing agents: TTFT p95 < 500 ms
 
+
+class ReactiveRules(_Strict):
+    """The reactive rules without a floor of their own (the tier's ``min`` is the floor). They are the
+    reactive part of the predictive policy, and the body of the min-floor policy.
+
+    ``mode: target`` (the default) tracks load against capacity per instance at the SLO; ``mode:
+    thresholds`` keeps the queue/TTFT threshold rules (see docs/policies.md)."""
+
+    mode: Literal["target", "thresholds"] = "target"
+    # -- target tracking ----------------------------------------------------------------------------
+    target_utilization: float = Field(0.85, gt=0, le=1)
+    # Load one instance carries at the TTFT target (requests in flight: running + waiting). None: the prior
+    # from the KV-cache math (`scalectl plan`), refined from the fleet's own TTFT-vs-load observations.
+    capacity: float | None = Field(None, gt=0)
+    learn_capacity: bool = True
+    stabilization: Duration = 300.0  # scale in only to the highest need over this window
+    idle_after: Duration = 300.0  # no work at all this long: back to the floor at once
+    scale_in_max_fraction: float = Field(0.5, gt=0, le=1)  # most of the fleet removed per scale_in_period
+    scale_in_period: Duration = 60.0
+    # -- both modes -----------------------------------------------------------------------------------
+    ttft_p95_max: Duration | None = None  # thresholds: a scale-out rule; target: the SLO (default 500ms)
+    # -- thresholds ------------------------------------------------------------------------------------
     queue_per_instance: float = Field(10, gt=0)
     scale_out_after: Duration = 60.0
     scale_in_after: Duration = 300.0
     cooldown: Duration = 300.0
-    ttft_p95_max: Duration | None = None
     # Concurrent requests one instance serves within the latency target (e.g. from `scalectl plan`).
     # When set, scale-in keeps enough instances for the work in flight; when not, scale-in steps down.
     in_flight_per_instance: float | None = Field(None, gt=0)
@@ -30,6 +59,25 @@ class ReactiveRules(_Strict):
     # A TTFT breach adds this share of the fleet (at least one instance), once per boot: the step that
     # meets a +30% spike in one round instead of one instance per provisioning delay.
     ttft_scale_out_step: float = Field(0.2, ge=0, le=2)
+
+    @model_validator(mode="after")
+    def _settings_match_mode(self) -> ReactiveRules:
+        if self.mode == "target":
+            # a stored spec carries every field at its default: only a changed one is a mistake
+            fields = type(self).model_fields
+            stray = [name for name in THRESHOLD_ONLY if getattr(self, name) != fields[name].default]
+            if stray:
+                raise ValueError(
+                    f"{', '.join(stray)} only apply to `mode: thresholds`; add `mode: thresholds` to keep the "
+                    f"threshold rules, or remove {'them' if len(stray) > 1 else 'it'} (the default `mode: target` "
+                    f"sizes the fleet from load and capacity per instance)"
+                )
+        return self
+
+    @property
+    def ttft_target(self) -> float:
+        """The TTFT p95 the tier is held to (target mode): ``ttft_p95_max``, else 500 ms."""
+        return self.ttft_p95_max if self.ttft_p95_max is not None else DEFAULT_TTFT_TARGET_S
 
 
 class MinFloorPolicy(ReactiveRules):
@@ -46,6 +94,9 @@ class ScaleToZeroPolicy(_Strict):
     queue_per_instance: float = Field(20, gt=0)
     activate_after: Duration = 30.0
     idle_after: Duration = 300.0
+    # Every task starts within this: bursts are sized from the learned throughput per instance and boot
+    # time at the fewest instance-seconds (docs/policies.md). None: ceil(depth / queue_per_instance).
+    max_wait: Duration | None = Field(None, gt=0)
 
 
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
@@ -99,7 +150,9 @@ class SeasonalForecast(_Strict):
 class PredictivePolicy(_Strict):
     kind: Literal["predictive"]
     headroom: float = Field(0.30, ge=0, le=10)
-    lead_time: Duration = 300.0
+    # How far ahead schedules and forecasts act. None: the tier's measured create→ready time (p90 of its
+    # recent launches), 5 minutes until it has launched anything.
+    lead_time: Duration | None = None
     schedule: list[ScheduleWindow] = Field(default_factory=list)
     forecast: SeasonalForecast | None = None
     reactive: ReactiveRules = Field(default_factory=lambda: ReactiveRules.model_validate({}))

@@ -22,6 +22,7 @@ policies_ = st.one_of(
     st.builds(
         lambda f, q, o, i, c, ttft: spec(
             kind="min-floor",
+            mode="thresholds",
             floor=f,
             queue_per_instance=q,
             scale_out_after=o,
@@ -45,6 +46,7 @@ policies_ = st.one_of(
     st.builds(
         lambda h, n: spec(
             kind="predictive",
+            reactive={"mode": "thresholds"},
             headroom=h,
             lead_time="5m",
             schedule=[{"cron": "0 */2 * * *", "until": "23:00", "instances": n}],

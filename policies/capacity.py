@@ -1,0 +1,148 @@
+"""Capacity per instance at the SLO: a prior, refined from the fleet's own TTFT-vs-load observations.
+
+Each tick with a settled fleet (the ready count unchanged for ``SETTLE_S``, so the TTFT window saw the
+same fleet) files one observation: the load per ready instance, and whether the TTFT tail (p99, else
+p95) met the target. Observations go into bins of 5% of the prior, as good/bad weights that halve every
+``HALF_LIFE_S`` (so the estimate follows a changed model or traffic mix). Estimate:
+
+- the knee: the lowest well-observed bin from which, counting every well-observed bin at or above it,
+  most observations breached the target (one unlucky bin among good ones above it is noise, not a knee);
+- capacity: the top of the highest well-observed good bin below the knee (the largest load that kept
+  TTFT under the target), else the knee's lower edge;
+- no knee seen: the prior, or a well-observed good load above it;
+- clamped to [0.1×, 2×] the prior, and the reason says so.
+
+A breach at a load under a fifth of the prior says nothing about capacity (a long prompt, a cold cache):
+too little load to tell, not filed. The bins live in ``PolicyState.learned``, persisted with the rest of
+the state, so a restart keeps what was learned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from policies.common import num
+
+BIN = 0.05  # bin width, as a share of the prior
+MAX_BIN = 50  # loads above 2.5× the prior share the last bin
+SETTLE_S = 60.0  # a changed ready count must hold this long before TTFT describes it
+HALF_LIFE_S = 6 * 3600.0
+MIN_WEIGHT = 6.0  # observations a bin needs before it counts
+TOO_LITTLE = 0.2  # below this share of the prior, a breach is not the load's doing
+GOOD_SHARE = 0.25  # a bin is good when at most this share of it breached
+CLAMP = (0.1, 2.0)
+
+_PRIOR, _READY, _READY_SINCE, _LAST = "cap.prior", "cap.ready", "cap.ready_since", "cap.t"
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityEstimate:
+    per_instance: float  # what the policy divides by
+    prior: float
+    learned: float | None  # before the clamp; None when nothing is learned (the prior stands)
+    text: str  # for reasons and `describe tier`
+
+
+def _good_key(i: int) -> str:
+    return f"cap.b{i}.good"
+
+
+def _bad_key(i: int) -> str:
+    return f"cap.b{i}.bad"
+
+
+def observe(
+    learned: Mapping[str, float],
+    *,
+    now: float,
+    prior: float,
+    load: float | None,
+    ready: int,
+    ttft: float | None,
+    target: float,
+) -> dict[str, float]:
+    """File one observation (when it can tell something) and return the new learned figures."""
+    out = dict(learned)
+    if out.get(_PRIOR) != prior:  # bins are in units of the prior: a new prior starts afresh
+        out = {k: v for k, v in out.items() if not k.startswith("cap.")}
+        out[_PRIOR] = prior
+    if out.get(_READY) != ready:
+        out[_READY], out[_READY_SINCE] = float(ready), now
+        return out
+    if ready < 1 or load is None or ttft is None or now - out.get(_READY_SINCE, now) < SETTLE_S:
+        return out
+    share = load / ready / prior
+    breached = ttft > target
+    if breached and share < TOO_LITTLE:
+        return out
+    last = out.get(_LAST)
+    if last is not None and now > last:
+        factor = 0.5 ** ((now - last) / HALF_LIFE_S)
+        for key in [k for k in out if k.startswith("cap.b")]:
+            out[key] = round(out[key] * factor, 4)
+    out[_LAST] = now
+    i = min(MAX_BIN, int(share / BIN))
+    key = _bad_key(i) if breached else _good_key(i)
+    out[key] = out.get(key, 0.0) + 1.0
+    return out
+
+
+def _bins(learned: Mapping[str, float]) -> list[tuple[int, float, float]]:
+    """(bin, good weight, bad weight) of the well-observed bins, lowest load first."""
+    found = set()
+    for key in learned:
+        if key.startswith("cap.b"):
+            found.add(int(key[5:].split(".", 1)[0]))
+    rows = []
+    for i in sorted(found):
+        good, bad = learned.get(_good_key(i), 0.0), learned.get(_bad_key(i), 0.0)
+        if good + bad >= MIN_WEIGHT:
+            rows.append((i, good, bad))
+    return rows
+
+
+def estimate(learned: Mapping[str, float], prior: float, *, learn: bool = True) -> CapacityEstimate:
+    """Capacity per instance from the prior and the observations (see the module docstring)."""
+    if not learn:
+        return CapacityEstimate(prior, prior, None, f"capacity {num(round(prior, 1))} per instance")
+    rows = _bins(learned) if learned.get(_PRIOR) == prior else []
+    knee: int | None = None
+    for pos, (i, _, _) in enumerate(rows):
+        good = sum(r[1] for r in rows[pos:])
+        bad = sum(r[2] for r in rows[pos:])
+        if bad >= good:
+            knee = i
+            break
+    top_good = None
+    for i, good, bad in rows:
+        if (knee is None or i < knee) and bad <= GOOD_SHARE * (good + bad):
+            top_good = i
+    value: float | None
+    if knee is not None:
+        value = (top_good + 1) * BIN * prior if top_good is not None else knee * BIN * prior
+        how = f"learned: TTFT breached from {num(round(knee * BIN * prior, 1))} per instance"
+    elif top_good is not None and (top_good + 1) * BIN > 1:
+        value = (top_good + 1) * BIN * prior
+        how = f"learned: TTFT held at {num(round(value, 1))} per instance"
+    else:
+        value = None
+        how = "prior; no load high enough yet to learn from"
+    if value is None:
+        return CapacityEstimate(prior, prior, None, f"capacity {num(round(prior, 1))} per instance ({how})")
+    low, high = CLAMP[0] * prior, CLAMP[1] * prior
+    clamped = min(max(value, low), high)
+    note = f"{how}; prior {num(round(prior, 1))}"
+    if clamped != value:
+        edge = "a tenth of" if clamped == low else "twice"
+        note += f"; {num(round(value, 1))} clamped to {edge} the prior"
+    clamped = max(clamped, 1e-9)
+    return CapacityEstimate(clamped, prior, value, f"capacity {num(round(clamped, 1))} per instance ({note})")
+
+
+def summary(learned: Mapping[str, float]) -> list[tuple[float, float]]:
+    """The well-observed bins as (load per instance, share of breaches), lowest first, for `describe tier`."""
+    prior = learned.get(_PRIOR)
+    if not prior:
+        return []
+    return [(round(i * BIN * prior, 1), round(bad / (good + bad), 3)) for i, good, bad in _bins(learned)]
