@@ -146,3 +146,66 @@ def summary(learned: Mapping[str, float]) -> list[tuple[float, float]]:
     if not prior:
         return []
     return [(round(i * BIN * prior, 1), round(bad / (good + bad), 3)) for i, good, bad in _bins(learned)]
+
+
+_SERVICE = "svc.time"
+SERVICE_HALF_LIFE_S = 600.0
+HEALTHY_WAITING = 0.05  # share of the requests in flight that may wait in a tick that times service
+STEADY = 0.2  # the last ticks' rate within this share of the window's: a steady tick
+
+
+def observe_service_time(
+    learned: Mapping[str, float], *, now: float, in_flight: float | None, waiting: float | None, rate: float | None,
+    ttft_ok: bool,
+) -> dict[str, float]:  # fmt: skip
+    """Time a request spends in flight when nothing queues (in flight ÷ arrival rate, Little's law), as a
+    moving average with a 10-minute half-life; only from healthy, steady ticks: an overload's backlog is
+    wait, not service, and while the rate moves (the reading window lags the last ticks by more than 20%)
+    in flight and rate describe different moments."""
+    out = dict(learned)
+    if not ttft_ok or in_flight is None or not rate or rate <= 0 or in_flight <= 0:
+        return out
+    fast = out.get(_FAST)
+    if fast is None or abs(fast - rate) > STEADY * rate:
+        return out
+    if (waiting or 0.0) > HEALTHY_WAITING * in_flight:
+        return out
+    sample = in_flight / rate
+    previous, last = out.get(_SERVICE), out.get(_SERVICE + ".t")
+    if previous is None or last is None:
+        out[_SERVICE] = round(sample, 4)
+    else:
+        keep = 0.5 ** (max(0.0, now - last) / SERVICE_HALF_LIFE_S)
+        out[_SERVICE] = round(keep * previous + (1 - keep) * sample, 4)
+    out[_SERVICE + ".t"] = now
+    return out
+
+
+def service_time(learned: Mapping[str, float]) -> float | None:
+    return learned.get(_SERVICE)
+
+
+_FAST, _FAST_T = "rate.fast", "rate.t"
+FAST_HALF_LIFE_S = 15.0
+
+
+def observe_fast_rate(learned: Mapping[str, float], *, now: float, arrivals: float | None) -> dict[str, float]:
+    """Arrivals per second over the last few ticks (15-second half-life), from the per-tick arrival count:
+    a spike shows within a tick or two instead of after the reading window (a minute) fills."""
+    out = dict(learned)
+    last = out.get(_FAST_T)
+    out[_FAST_T] = now
+    if arrivals is None:
+        out.pop(_FAST, None)  # a gap: start afresh, never carry an old rate across it
+        return out
+    if last is None or now <= last:
+        return out
+    sample = arrivals / (now - last)
+    keep = 0.5 ** ((now - last) / FAST_HALF_LIFE_S)
+    previous = out.get(_FAST)
+    out[_FAST] = round(sample if previous is None else keep * previous + (1 - keep) * sample, 4)
+    return out
+
+
+def fast_rate(learned: Mapping[str, float]) -> float | None:
+    return learned.get(_FAST)

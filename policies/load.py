@@ -22,9 +22,14 @@ UNIT = "in flight"
 
 @dataclass(frozen=True, slots=True)
 class Load:
-    in_flight: float | None  # requests (or tasks) in flight; None = unknown
+    in_flight: float | None  # requests (or tasks) in flight, running + waiting; None = unknown
     rate: float | None  # arrivals per second over the reading window; None = unknown
     source: str  # "vLLM", "Celery" or the reason it is unknown
+    waiting: float | None = None  # of ``in_flight``, not started yet (the backlog)
+
+    @property
+    def running(self) -> float | None:
+        return None if self.in_flight is None else self.in_flight - (self.waiting or 0.0)
 
     @property
     def known(self) -> bool:
@@ -55,12 +60,24 @@ def load_of(signals: Signals) -> Load:
         if running is None or waiting is None:
             missing = "num_requests_running" if running is None else "num_requests_waiting"
             return Load(None, signals.request_rate, f"vLLM {missing} missing")
-        return Load(running + waiting, signals.request_rate, "vLLM")
+        return Load(running + waiting, signals.request_rate, "vLLM", waiting)
     depth, in_flight = signals.queue_depth, signals.in_flight
     if depth is not None and in_flight is not None:
-        return Load(depth + in_flight, signals.request_rate, "Celery")
+        return Load(depth + in_flight, signals.request_rate, "Celery", depth)
     if depth is not None:
         return Load(None, signals.request_rate, "Celery in-flight count missing")
     if in_flight is not None:
         return Load(None, signals.request_rate, "Celery queue depth missing")
     return Load(None, signals.request_rate, "no vLLM or queue figures")
+
+
+def offered(load: Load, service_time: float | None) -> float | None:
+    """The concurrency the arrivals ask for: arrival rate × service time (Little's law), never below what
+    runs now; without a rate or a learned service time, what is in flight. A backlog that built up while
+    the fleet was short is not a steady load: it is left out when the rate is known (the breach rule and
+    the capacity learning see it)."""
+    if load.in_flight is None:
+        return None
+    if load.rate is None or service_time is None:
+        return load.in_flight
+    return max(load.rate * service_time, load.running or 0.0)

@@ -42,6 +42,9 @@ class ReactiveRules(_Strict):
     capacity: float | None = Field(None, gt=0)
     learn_capacity: bool = True
     stabilization: Duration = 300.0  # scale in only to the highest need over this window
+    # Scale-in counts the load this much higher (HPA's tolerance): a load hovering at a boundary between two
+    # counts must not add and remove an instance every few minutes.
+    tolerance: float = Field(0.1, ge=0, le=1)
     idle_after: Duration = 300.0  # no work at all this long: back to the floor at once
     scale_in_max_fraction: float = Field(0.5, gt=0, le=1)  # most of the fleet removed per scale_in_period
     scale_in_period: Duration = 60.0

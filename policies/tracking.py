@@ -5,9 +5,11 @@ need = ceil(load ÷ (capacity per instance × target utilisation)), with load = 
 
 - scale out in the tick the need exceeds the count, straight to the need; a TTFT breach (p95 over the
   target) with no instance on its way adds what the measured excess (requests waiting) needs, at least one;
+  no scale-in while TTFT breaches;
 - scale in only to the highest need over the last ``stabilization`` seconds (a need recorded 4m59s ago
   still counts with a 5m window; one from 5m01s ago does not), and only once a full window of known load
-  has been seen; at most ``scale_in_max_fraction`` of the fleet per ``scale_in_period``;
+  has been seen; at most ``scale_in_max_fraction`` of the fleet per ``scale_in_period``. The needs kept for
+  scale-in count the load ``tolerance`` (10%) higher, a dead band against flapping at a boundary;
 - no work at all (nothing in flight, nothing arriving) for ``idle_after``: straight back to the floor;
 - load unknown (missing or stale figures): hold, never scale in, and say so; the window starts again.
 """
@@ -17,9 +19,17 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from policies.capacity import CapacityEstimate, estimate, observe
+from policies.capacity import (
+    CapacityEstimate,
+    estimate,
+    fast_rate,
+    observe,
+    observe_fast_rate,
+    observe_service_time,
+    service_time,
+)
 from policies.common import ceil_count, dur, latency, num
-from policies.load import Load, load_of
+from policies.load import Load, load_of, offered, rate_text
 from policies.spec import ReactiveRules
 from policies.types import Decision, PolicyInput, PolicyState
 
@@ -36,13 +46,21 @@ def capacity_for(rules: ReactiveRules, inp: PolicyInput, state: PolicyState) -> 
 
 
 def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load) -> PolicyState:
-    prior = rules.capacity if rules.capacity is not None else inp.capacity_prior
-    if prior is None or not rules.learn_capacity:
-        return inp.state
     signals = inp.signals
     tail = signals.ttft_p99_s if signals.ttft_p99_s is not None else signals.ttft_p95_s
+    learned = observe_service_time(
+        observe_fast_rate(inp.state.learned, now=inp.now, arrivals=signals.arrivals),
+        now=inp.now,
+        in_flight=load.in_flight,
+        waiting=load.waiting,
+        rate=load.rate,
+        ttft_ok=tail is None or tail <= rules.ttft_target,
+    )
+    prior = rules.capacity if rules.capacity is not None else inp.capacity_prior
+    if prior is None or not rules.learn_capacity:
+        return replace(inp.state, learned=learned)
     learned = observe(
-        inp.state.learned,
+        learned,
         now=inp.now,
         prior=prior,
         load=load.in_flight,
@@ -72,6 +90,9 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     now, current = inp.now, inp.current
     load = load_of(inp.signals)
     state = _learn(rules, inp, load)
+    fast = fast_rate(state.learned)
+    if load.rate is not None and fast is not None and fast > load.rate:
+        load = replace(load, rate=fast)  # the last few ticks run ahead of the reading window
     cap = capacity_for(rules, inp, state)
     if cap is None or not load.known:
         state = replace(state.with_condition(KNOWN, False, now).with_condition(IDLE, False, now), needs=())
@@ -85,10 +106,14 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
 
     assert load.in_flight is not None
     per = cap.per_instance * rules.target_utilization
-    need = max(floor, ceil_count(load.in_flight / per))
-    basis = f"{load.text()} ÷ ({num(round(cap.per_instance, 1))} × {rules.target_utilization:g})"
+    svc = service_time(state.learned)
+    asked = offered(load, svc)
+    assert asked is not None
+    need = max(floor, ceil_count(asked / per))
+    basis = _basis(load, cap, svc, rules.target_utilization)
     state = state.with_condition(KNOWN, True, now).with_condition(IDLE, load.idle, now)
-    state = _window(state, now, need, rules.stabilization)
+    keep = max(floor, ceil_count(asked * (1 + rules.tolerance) / per))
+    state = _window(state, now, keep, rules.stabilization)
 
     breach = _breach(rules, inp, per, need)
     if breach is not None and breach[0] > need:
@@ -101,12 +126,27 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     if current < floor:
         text = f"{basis} → {need}; {current} is below the floor {floor} → {floor}"
         return Decision(floor, text, state, load.in_flight)
+    if breach is not None:  # TTFT over the target: never the moment to scale in
+        return Decision(current, f"{basis} → {need}; {breach[1]} → hold {current}", state, load.in_flight)
 
     idle_for = state.held_for(IDLE, now)
     if load.idle and idle_for >= rules.idle_after and current > floor:
         state = _since(state, SCALED_IN, now)
         return Decision(floor, f"no work at all for {dur(idle_for)} → floor {floor}", state, load.in_flight)
     return _scale_in(rules, floor, inp, state, need, basis, load)
+
+
+def _basis(load: Load, cap: CapacityEstimate, svc: float | None, utilisation: float) -> str:
+    """``load 312 req/s ÷ (41 req/s × 0.85)``: in requests per second once the service time is known."""
+    if load.rate is not None and svc is not None:
+        per_rate = rate_text(cap.per_instance / svc)
+        text = f"load {rate_text(load.rate)} ÷ ({per_rate} × {utilisation:g})"
+        if load.running is not None and load.running > load.rate * svc:
+            text += f" ({num(round(load.running))} running)"
+        return text
+    return (
+        f"load {num(round(load.in_flight or 0, 1))} in flight ÷ ({num(round(cap.per_instance, 1))} × {utilisation:g})"
+    )
 
 
 def _breach(rules: ReactiveRules, inp: PolicyInput, per: float, need: int) -> tuple[int, str] | None:
@@ -130,9 +170,9 @@ def _scale_in(
 ) -> Decision:
     now, current = inp.now, inp.current
     highest = int(max(n for _, n in state.needs))
-    window = dur(rules.stabilization)
+    window = dur(rules.stabilization) + (f", load +{rules.tolerance:.0%}" if rules.tolerance else "")
     if highest >= current:
-        detail = f"highest need over {window} {highest}" if highest > need else "enough"
+        detail = f"highest need over {window} {highest}" if need < current else "enough"
         return Decision(current, f"{basis} → {need}; {detail} → hold {current}", state, load.in_flight)
     seen = state.held_for(KNOWN, now)
     if seen < rules.stabilization:
@@ -145,7 +185,7 @@ def _scale_in(
         return Decision(current, text, state, load.in_flight)
     step = max(1, math.floor(current * rules.scale_in_max_fraction))
     target = max(highest, current - step, floor)
-    text = f"{basis} → {need}; highest need over {window} {highest}"
+    text = f"{basis} → {need}; highest need over {window} {highest}"  # the window's need, with tolerance
     if target > highest:
         text += f"; at most {step} per {dur(rules.scale_in_period)}"
     state = _since(state, SCALED_IN, now)
