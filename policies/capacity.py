@@ -5,10 +5,9 @@ same fleet) files one observation: the load per ready instance, and whether the 
 p95) met the target. Observations go into bins of 5% of the prior, as good/bad weights that halve every
 ``HALF_LIFE_S`` (so the estimate follows a changed model or traffic mix). Estimate:
 
-- the knee: the lowest well-observed bin from which, counting every well-observed bin at or above it,
-  most observations breached the target (one unlucky bin among good ones above it is noise, not a knee);
-- capacity: the top of the highest well-observed good bin below the knee (the largest load that kept
-  TTFT under the target), else the knee's lower edge;
+- the knee: the split between bins that best separates good below from breached above (the fewest
+  observations on the wrong side), so a few unlucky windows are noise, not a knee;
+- capacity: the knee's lower edge, the largest load that kept TTFT under the target;
 - no knee seen: the prior, or a well-observed good load above it;
 - clamped to [0.1×, 2×] the prior, and the reason says so.
 
@@ -102,28 +101,38 @@ def _bins(learned: Mapping[str, float]) -> list[tuple[int, float, float]]:
     return rows
 
 
+def _knee(rows: list[tuple[int, float, float]]) -> int | None:
+    """The split that explains the observations best: good below it, breached from it on. The fewest
+    observations on the wrong side wins (ties: the lower knee, the safer one); None when "no knee at all"
+    explains them best. Noise on either side costs a few observations; it never moves the split far."""
+    best, best_error = None, sum(r[2] for r in rows)  # no knee: every breach is on the wrong side
+    bad_below = 0.0
+    good_above = sum(r[1] for r in rows)
+    for i, good, bad in rows:
+        error = bad_below + good_above
+        if error <= best_error:
+            best, best_error = i, error
+        bad_below += bad
+        good_above -= good
+    return best
+
+
 def estimate(learned: Mapping[str, float], prior: float, *, learn: bool = True) -> CapacityEstimate:
     """Capacity per instance from the prior and the observations (see the module docstring)."""
     if not learn:
         return CapacityEstimate(prior, prior, None, f"capacity {num(round(prior, 1))} per instance")
     rows = _bins(learned) if learned.get(_PRIOR) == prior else []
-    knee: int | None = None
-    for pos, (i, _, _) in enumerate(rows):
-        good = sum(r[1] for r in rows[pos:])
-        bad = sum(r[2] for r in rows[pos:])
-        if bad >= good:
-            knee = i
-            break
+    knee = _knee(rows)
     top_good = None
     for i, good, bad in rows:
         if (knee is None or i < knee) and bad <= GOOD_SHARE * (good + bad):
             top_good = i
     value: float | None
     if knee is not None:
-        value = (top_good + 1) * BIN * prior if top_good is not None else knee * BIN * prior
-        how = f"learned: TTFT breached from {num(round(knee * BIN * prior, 1))} per instance"
+        value = round(knee * BIN * prior, 6)
+        how = f"learned: TTFT breached from {num(round(value, 1))} per instance"
     elif top_good is not None and (top_good + 1) * BIN > 1:
-        value = (top_good + 1) * BIN * prior
+        value = round((top_good + 1) * BIN * prior, 6)
         how = f"learned: TTFT held at {num(round(value, 1))} per instance"
     else:
         value = None
