@@ -20,7 +20,9 @@ class Signals:
     requests_running: float | None = None
     kv_cache_usage: float | None = None
     arrivals: float | None = None  # requests arrived since the previous tick
-    request_rate: float | None = None  # requests per second over the reading window
+    request_rate: float | None = None  # requests arriving per second over the reading window
+    prompt_tokens_rate: float | None = None  # prompt tokens per second over the reading window
+    generation_tokens_rate: float | None = None
 
     def to_dict(self) -> dict[str, float | None]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
