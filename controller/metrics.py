@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from controller.capacity_view import learned_capacity
 from controller.reconciler.loop import TickReport
 from controller.store.repository import Store
+from policies.types import PolicyState
 
 
 class DaemonMetrics:
@@ -33,6 +35,12 @@ class DaemonMetrics:
             ["provider"],
             registry=self.registry,
         )
+        self.capacity = Gauge(
+            "scalectl_tier_capacity_per_instance",
+            "Requests in flight one instance serves at the TTFT target (prior, refined from the fleet's TTFT)",
+            ["tier", "source"],
+            registry=self.registry,
+        )
         self.signal_errors = Counter(
             "scalectl_signal_errors_total", "Signal source errors", ["tier", "source"], registry=self.registry
         )
@@ -57,3 +65,13 @@ class DaemonMetrics:
         self.cost.clear()
         for tier, dollars in cost.items():
             self.cost.labels(tier).set(dollars)
+        self._observe_capacity(store)
+
+    def _observe_capacity(self, store: Store) -> None:
+        specs, states = store.active_tiers(), store.policy_states()
+        self.capacity.clear()
+        for tier, spec in specs.items():
+            view = learned_capacity(spec, states.get(tier, (PolicyState(), 0))[0])
+            if view is not None:
+                self.capacity.labels(tier, "prior").set(view["prior"])
+                self.capacity.labels(tier, "used").set(view["capacity_per_instance"])

@@ -7,10 +7,13 @@ from typing import Any
 import typer
 
 from clocks import SystemClock
+from controller.capacity_view import learned_capacity
 from controller.cli.context import open_store, settings, user_errors
 from controller.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
+from controller.config import TierSpec
 from controller.status import fleet_status
 from policies.durations import parse_duration
+from policies.types import PolicyState
 
 
 def _ago(seconds: float) -> str:
@@ -60,6 +63,8 @@ def register(app: typer.Typer) -> None:
             recent = store.decisions(name, limit=decisions)
             instances = store.instances(name)
             status = next((r for r in fleet_status(store) if r["tier"] == name), {})
+            state = store.policy_states().get(name, (PolicyState(), None))[0]
+            capacity = learned_capacity(TierSpec.model_validate(specs[name]), state)
         now = SystemClock().now()
         last = recent[-1] if recent else None
         signals = dict(last.signals) if last else {}
@@ -72,6 +77,7 @@ def register(app: typer.Typer) -> None:
             "signals": signals,
             "signal_errors": errors,
             "signal_error_counts": error_counts,
+            "capacity": capacity,
             "instances": [
                 {
                     "key": i.key,
@@ -100,6 +106,9 @@ def register(app: typer.Typer) -> None:
         )
         emit(status, Format.table, title="status")
         emit(signals or {"(no signals recorded yet)": ""}, Format.table, title="latest signals")
+        if capacity is not None:
+            shown = {k: v for k, v in capacity.items() if k != "observations"}
+            emit(shown, Format.table, title="capacity per instance (target tracking)")
         if errors:
             emit(errors, Format.table, title="signal source errors (last reading)")
         if error_counts:
