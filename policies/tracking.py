@@ -121,8 +121,8 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     else:
         need_out, breach_text = need, ""
     if need_out > current:
-        text = f"{basis} → {need}" + (f"; {breach_text}" if breach_text else "")
-        return Decision(need_out, f"{text} → {need_out}", state, load.in_flight)
+        text = f"{basis} → {need}" + (f"; {breach_text} → {need_out}" if breach_text else "")
+        return Decision(need_out, text, state, load.in_flight)
     if current < floor:
         text = f"{basis} → {need}; {current} is below the floor {floor} → {floor}"
         return Decision(floor, text, state, load.in_flight)

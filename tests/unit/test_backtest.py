@@ -234,7 +234,7 @@ def test_the_example_tiers_file_runs_over_a_day(tmp_path: Path) -> None:
     for minute in range(0, 24 * 60, 5):
         t = T0 - 12 * 3600 + minute * 60
         busy = 8 * 60 <= minute < 18 * 60
-        orchestrator = {"queue_depth": 45 if busy else 3, "requests_running": 400 if busy else 60, "ttft_p95_s": 0.2}
+        orchestrator = {"queue_depth": 45 if busy else 3, "requests_running": 600 if busy else 60, "ttft_p95_s": 0.2}
         rows.append({"t": t, "tier": "orchestrator", **orchestrator})
         rows.append({"t": t, "tier": "research", "queue_depth": 120 if busy else 0, "in_flight": 0})
         rows.append({"t": t, "tier": "support-daytime", "queue_depth": 12, "requests_running": 90})

@@ -24,7 +24,7 @@ def test_scale_out_is_sized_to_the_deficit_in_one_tick() -> None:
     run = runner(current=4)
     decision = run.tick(0, **vllm(850))
     assert decision.desired == 10  # ceil(850 / 85), not 4 + 1
-    assert decision.reason == "load 850 in flight ÷ (100 × 0.85) → 10 → 10"
+    assert decision.reason == "load 850 in flight ÷ (100 × 0.85) → 10"
 
 
 def test_a_need_that_fits_exactly_holds() -> None:
@@ -147,7 +147,7 @@ def test_with_a_service_time_the_reason_is_in_requests_per_second() -> None:
         run.tick(t, **vllm(100), request_rate=40, arrivals=400)
     decision = run.tick(120, **vllm(100), request_rate=160, arrivals=1600)  # in flight has not caught up yet
     assert decision.desired == 5  # 160 × 2.5 = 400 in flight ÷ 85 → 5
-    assert decision.reason == "load 160 req/s ÷ (40 req/s × 0.85) → 5 → 5"
+    assert decision.reason == "load 160 req/s ÷ (40 req/s × 0.85) → 5"
 
 
 def test_the_last_ticks_arrivals_lead_the_reading_window() -> None:
