@@ -1,0 +1,95 @@
+"""Batch tiers by their queue-time target (``scale-to-zero`` with ``max_wait``).
+
+Every queued task should start within ``max_wait``. The policy learns two figures (kept in the state):
+
+- throughput per instance μ, tasks finished per ready instance-second while work waits (every slot busy):
+  finished = arrivals + (queued + in flight a tick ago) − (queued + in flight now);
+- concurrency per instance, the most tasks one ready instance was seen running (for retiring idle ones);
+
+and takes the boot time from its measured launches (3 minutes until one is measured). A backlog of Q
+tasks starts within T seconds on n instances when n × μ × T ≥ Q; instances that must boot first give
+T = time left − boot. The fewest instances that meet it cost the fewest instance-seconds (every task's
+work is the same; fewer instances pay fewer boots), so a burst gets n = ceil(Q ÷ (μ × T)) — several rounds
+on a few instances rather than one round on many that each pay a boot. Once the queue is empty, instances
+beyond what the tasks in flight occupy are retired after ``RETIRE_AFTER_S``; nothing queued or in flight →
+0. Before μ is known, the burst is sized by ``queue_per_instance`` as without ``max_wait``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from policies.common import ceil_count, dur, num
+from policies.spec import ScaleToZeroPolicy
+from policies.types import Decision, PolicyInput
+
+DEFAULT_BOOT_S = 180.0
+RETIRE_AFTER_S = 60.0
+SAFETY = 0.15  # share of max_wait kept in hand for noise in task times
+HALF_LIFE_S = 1800.0
+WAITING, SPARE = "batch.waiting", "batch.spare"
+_MU, _CONC, _TOTAL, _T = "batch.mu", "batch.conc", "batch.total", "batch.t"
+
+
+def learn(inp: PolicyInput) -> PolicyInput:
+    """The input with this tick's throughput and concurrency observations filed in its state."""
+    depth, in_flight = inp.signals.queue_depth, inp.signals.in_flight
+    if depth is None or in_flight is None:
+        return inp
+    return replace(inp, state=replace(inp.state, learned=_learn(inp, depth, in_flight)))
+
+
+def _learn(inp: PolicyInput, depth: float, in_flight: float) -> dict[str, float]:
+    out = dict(inp.state.learned)
+    ready = inp.current - inp.booting
+    total, before, last = depth + in_flight, out.get(_TOTAL), out.get(_T)
+    arrivals = inp.signals.arrivals
+    if ready > 0:
+        out[_CONC] = max(out.get(_CONC, 0.0), in_flight / ready)
+    if before is not None and last is not None and inp.now > last and arrivals is not None and ready > 0 and depth > 0:
+        finished = max(0.0, arrivals + before - total)
+        sample = finished / (ready * (inp.now - last))
+        mu = out.get(_MU)
+        keep = 0.5 ** ((inp.now - last) / HALF_LIFE_S) if mu is not None else 0.0
+        out[_MU] = round(keep * (mu or 0.0) + (1 - keep) * sample, 6)
+    out[_TOTAL], out[_T] = total, inp.now
+    return out
+
+
+def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
+    """The max_wait decision, or None to leave it to the queue_per_instance rules (μ not learned yet)."""
+    assert spec.max_wait is not None
+    depth, in_flight = inp.signals.queue_depth, inp.signals.in_flight
+    if depth is None or in_flight is None:
+        return None  # the shared rules hold on unknown signals and say so
+    learned = inp.state.learned
+    now, current = inp.now, inp.current
+    state = inp.state.with_condition(WAITING, depth > 0, now)
+    mu = learned.get(_MU)
+    demand = float(ceil_count(depth + in_flight))
+    if depth > 0:
+        state = state.with_condition(SPARE, False, now)
+        if not mu:
+            return None
+        boot = inp.boot_time if inp.boot_time is not None else DEFAULT_BOOT_S
+        left = spec.max_wait * (1 - SAFETY) - state.held_for(WAITING, now)
+        window = left - boot if left - boot > 0 else spec.max_wait * (1 - SAFETY) - boot
+        window = max(window, spec.max_wait * SAFETY)  # late already: start it as soon as boots allow
+        need = max(1, ceil_count(depth / (mu * window)))
+        text = (
+            f"queue {num(depth)} within {dur(spec.max_wait)}: {num(round(mu * 60, 2))} tasks/min per instance,"
+            f" boot {dur(boot)} → {need}"
+        )
+        if need > current:
+            return Decision(need, text, state, demand)
+        return Decision(current, f"{text}; {current} enough → hold {current}", state, demand)
+    conc = learned.get(_CONC) or 1.0
+    busy = ceil_count(in_flight / conc)
+    state = state.with_condition(SPARE, busy < current, now)
+    if busy >= current:
+        return Decision(current, f"queue 0, {num(in_flight)} in flight busy {current} → hold {current}", state, demand)
+    held = state.held_for(SPARE, now)
+    text = f"queue 0, {num(in_flight)} in flight need {busy} ({num(round(conc, 1))} per instance) for {dur(held)}"
+    if held < RETIRE_AFTER_S:
+        return Decision(current, f"{text} (retire after {dur(RETIRE_AFTER_S)}) → hold {current}", state, demand)
+    return Decision(busy, f"{text} → {busy}", state, demand)
