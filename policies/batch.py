@@ -43,10 +43,12 @@ def _learn(inp: PolicyInput, depth: float, in_flight: float) -> dict[str, float]
     out = dict(inp.state.learned)
     ready = inp.current - inp.booting
     total, before, last = depth + in_flight, out.get(_TOTAL), out.get(_T)
-    arrivals = inp.signals.arrivals
+    # A broker reports no arrivals: then the drop of what is queued or running is a lower bound of what
+    # finished (new tasks hide some), which errs on the side of more instances.
+    arrivals = inp.signals.arrivals if inp.signals.arrivals is not None else 0.0
     if ready > 0:
         out[_CONC] = max(out.get(_CONC, 0.0), in_flight / ready)
-    if before is not None and last is not None and inp.now > last and arrivals is not None and ready > 0 and depth > 0:
+    if before is not None and last is not None and inp.now > last and ready > 0 and depth > 0:
         finished = max(0.0, arrivals + before - total)
         sample = finished / (ready * (inp.now - last))
         mu = out.get(_MU)
