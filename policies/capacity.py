@@ -1,12 +1,12 @@
 """Capacity per instance at the SLO: a prior, refined from the fleet's own TTFT-vs-load observations.
 
 Each tick with a settled fleet (the ready count unchanged for ``SETTLE_S``, so the TTFT window saw the
-same fleet) files one observation: the load per ready instance, and whether the TTFT tail (p99, else
-p95) met the target. Observations go into bins of 5% of the prior, as good/bad weights that halve every
+same fleet) files one observation: the load per ready instance, and whether TTFT p95 met the target. Observations go into bins of 5% of the prior, as good/bad weights that halve every
 ``HALF_LIFE_S`` (so the estimate follows a changed model or traffic mix). Estimate:
 
 - the knee: the split between bins that best separates good below from breached above (the fewest
-  observations on the wrong side), so a few unlucky windows are noise, not a knee;
+  observations on the wrong side), so a few unlucky windows are noise, not a knee; it needs a good bin
+  below it — TTFT over the target at every load seen is the traffic (long prompts), not capacity;
 - capacity: the knee's lower edge, the largest load that kept TTFT under the target;
 - no knee seen: the prior, or a well-observed good load above it;
 - clamped to [0.1×, 2×] the prior, and the reason says so.
@@ -108,10 +108,12 @@ def _knee(rows: list[tuple[int, float, float]]) -> int | None:
     best, best_error = None, sum(r[2] for r in rows)  # no knee: every breach is on the wrong side
     bad_below = 0.0
     good_above = sum(r[1] for r in rows)
+    seen_good = False  # a knee needs a load that held below it: breaches at every load are not capacity
     for i, good, bad in rows:
         error = bad_below + good_above
-        if error <= best_error:
+        if seen_good and error <= best_error:
             best, best_error = i, error
+        seen_good = seen_good or bad <= GOOD_SHARE * (good + bad)
         bad_below += bad
         good_above -= good
     return best
@@ -195,11 +197,11 @@ def service_time(learned: Mapping[str, float]) -> float | None:
 
 
 _FAST, _FAST_T = "rate.fast", "rate.t"
-FAST_HALF_LIFE_S = 15.0
+FAST_HALF_LIFE_S = 30.0
 
 
 def observe_fast_rate(learned: Mapping[str, float], *, now: float, arrivals: float | None) -> dict[str, float]:
-    """Arrivals per second over the last few ticks (15-second half-life), from the per-tick arrival count:
+    """Arrivals per second over the last few ticks (30-second half-life), from the per-tick arrival count:
     a spike shows within a tick or two instead of after the reading window (a minute) fills."""
     out = dict(learned)
     last = out.get(_FAST_T)

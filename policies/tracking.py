@@ -47,7 +47,7 @@ def capacity_for(rules: ReactiveRules, inp: PolicyInput, state: PolicyState) -> 
 
 def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load) -> PolicyState:
     signals = inp.signals
-    tail = signals.ttft_p99_s if signals.ttft_p99_s is not None else signals.ttft_p95_s
+    tail = signals.ttft_p95_s
     learned = observe_service_time(
         observe_fast_rate(inp.state.learned, now=inp.now, arrivals=signals.arrivals),
         now=inp.now,

@@ -76,13 +76,17 @@ def test_learned_capacity_is_clamped_to_twice_the_prior_and_says_so() -> None:
 
 
 def test_learned_capacity_is_clamped_to_a_tenth_of_the_prior_and_says_so() -> None:
-    learned = {"cap.prior": PRIOR, "cap.b1.good": 10.0, "cap.b1.bad": 0.0, "cap.b2.bad": 10.0}
-    result = estimate(learned, PRIOR)  # good up to 10 per instance, breached from 10: a knee at a tenth
-    assert result.per_instance == pytest.approx(0.1 * PRIOR)
-    learned = {"cap.prior": PRIOR, "cap.b0.bad": 10.0, "cap.b1.bad": 10.0}
-    result = estimate(learned, PRIOR)
+    learned = {"cap.prior": PRIOR, "cap.b0.good": 10.0, "cap.b1.bad": 10.0, "cap.b2.bad": 10.0}
+    result = estimate(learned, PRIOR)  # good below 5 per instance, breached from 5: a knee at a twentieth
+    assert result.learned == pytest.approx(0.05 * PRIOR)
     assert result.per_instance == pytest.approx(0.1 * PRIOR)
     assert "clamped to a tenth of the prior" in result.text
+
+
+def test_breaches_at_every_load_seen_are_the_traffic_not_capacity() -> None:
+    learned = learn(sweep(30, 160), lambda x, rng: 0.9)  # long prompts: TTFT over the target at any load
+    result = estimate(learned, PRIOR)
+    assert result.per_instance == PRIOR and result.learned is None
 
 
 def test_a_changed_ready_count_waits_for_the_ttft_window_to_settle() -> None:

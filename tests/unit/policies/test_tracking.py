@@ -154,9 +154,10 @@ def test_the_last_ticks_arrivals_lead_the_reading_window() -> None:
     run = runner(current=2)
     for t in range(0, 120, 10):
         run.tick(t, **vllm(100), request_rate=40, arrivals=400)
-    for t in (120, 130):  # a spike: the windowed rate has barely moved, the per-tick arrivals have
+    for t in (120, 130, 140, 150):  # a spike: the windowed rate has barely moved, the per-tick arrivals have
         decision = run.tick(t, **vllm(100), request_rate=45, arrivals=1600)
-    assert decision.desired == 4  # fast rate 40 → 84 → 112 req/s; × 2.5 s = 280 in flight ÷ 85 → 4
+    # 30 s half-life: 40 → 64.7 → 84.3 → 99.9 → 112.3 req/s; × 2.5 s = 281 in flight ÷ 85 → 4
+    assert decision.desired == 4
 
 
 def test_threshold_settings_without_threshold_mode_are_refused() -> None:
