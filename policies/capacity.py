@@ -1,8 +1,9 @@
 """Capacity per instance at the SLO: a prior, refined from the fleet's own TTFT-vs-load observations.
 
 Each tick with a settled fleet (the ready count unchanged for ``SETTLE_S``, so the TTFT window saw the
-same fleet) files one observation: the load per ready instance, and whether TTFT p95 met the target. Observations go into bins of 5% of the prior, as good/bad weights that halve every
-``HALF_LIFE_S`` (so the estimate follows a changed model or traffic mix). Estimate:
+same fleet) files one observation: the load per ready instance, and whether TTFT p95 met the target.
+Observations go into bins of 5% of the prior, as good/bad weights that halve every ``HALF_LIFE_S``
+(so the estimate follows a changed model or traffic mix). Estimate:
 
 - the knee: the split between bins that best separates good below from breached above (the fewest
   observations on the wrong side), so a few unlucky windows are noise, not a knee; it needs a good bin
