@@ -13,8 +13,9 @@ Observations go into bins of 5% of the prior, as good/bad weights that halve eve
 - clamped to [0.1×, 2×] the prior, and the reason says so.
 
 A breach at a load under a fifth of the prior says nothing about capacity (a long prompt, a cold cache):
-too little load to tell, not filed. The bins live in ``PolicyState.learned``, persisted with the rest of
-the state, so a restart keeps what was learned.
+too little load to tell, not filed. Nor is a good TTFT while requests queue (more than 5% of the load
+waiting): the TTFT window lags a load that just rose, and the breach is on its way. The bins live in
+``PolicyState.learned``, persisted with the rest of the state, so a restart keeps what was learned.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ SETTLE_S = 60.0  # a changed ready count must hold this long before TTFT describ
 HALF_LIFE_S = 6 * 3600.0
 MIN_WEIGHT = 6.0  # observations a bin needs before it counts
 TOO_LITTLE = 0.2  # below this share of the prior, a breach is not the load's doing
+QUEUEING = 0.05  # more of the load than this waiting: a good TTFT is the window lagging, not capacity
 GOOD_SHARE = 0.25  # a bin is good when at most this share of it breached
 CLAMP = (0.1, 2.0)
 
@@ -61,6 +63,7 @@ def observe(
     ready: int,
     ttft: float | None,
     target: float,
+    waiting: float | None = None,
 ) -> dict[str, float]:
     """File one observation (when it can tell something) and return the new learned figures."""
     out = dict(learned)
@@ -76,6 +79,8 @@ def observe(
     breached = ttft > target
     if breached and share < TOO_LITTLE:
         return out
+    if not breached and waiting is not None and waiting > QUEUEING * load:
+        return out  # requests queue: TTFT over the window lags, and is about to breach; not evidence it holds
     last = out.get(_LAST)
     if last is not None and now > last:
         factor = 0.5 ** ((now - last) / HALF_LIFE_S)

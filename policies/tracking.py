@@ -67,6 +67,7 @@ def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load) -> PolicyState:
         ready=inp.current - inp.booting,
         ttft=tail,
         target=rules.ttft_target,
+        waiting=load.waiting,
     )
     return replace(inp.state, learned=learned)
 

@@ -107,3 +107,12 @@ def test_what_was_learned_survives_a_restart_through_the_stored_state() -> None:
     learned = learn(sweep(40, 160), knee_at(120))
     state = PolicyState.from_dict(PolicyState(learned=learned).to_dict())
     assert estimate(state.learned, PRIOR) == estimate(learned, PRIOR)
+
+
+def test_a_good_ttft_while_requests_queue_is_not_filed() -> None:
+    """At a spike's onset the TTFT window still shows the calm before it: no evidence that the load holds."""
+    learned = observe({}, now=0.0, prior=PRIOR, load=400, ready=4, ttft=None, target=TARGET)
+    learned = observe(learned, now=SETTLE_S, prior=PRIOR, load=800, ready=4, ttft=0.2, target=TARGET, waiting=300)
+    assert not any(k.startswith("cap.b") for k in learned)
+    learned = observe(learned, now=SETTLE_S + 10, prior=PRIOR, load=800, ready=4, ttft=2.0, target=TARGET, waiting=300)
+    assert learned["cap.b40.bad"] == 1.0
