@@ -9,7 +9,8 @@ Observations go into bins of 5% of the prior, as good/bad weights that halve eve
   observations on the wrong side), so a few unlucky windows are noise, not a knee; it needs a good bin
   below it — TTFT over the target at every load seen is the traffic (long prompts), not capacity;
 - capacity: the knee's lower edge, the largest load that kept TTFT under the target;
-- no knee seen: the prior, or a well-observed good load above it;
+- no knee seen: the prior, or a load above it that held for ``RAISE_WEIGHT`` observations (minutes,
+  not a spike's first seconds);
 - clamped to [0.1×, 2×] the prior, and the reason says so.
 
 A breach at a load under a fifth of the prior says nothing about capacity (a long prompt, a cold cache):
@@ -30,6 +31,7 @@ MAX_BIN = 50  # loads above 2.5× the prior share the last bin
 SETTLE_S = 60.0  # a changed ready count must hold this long before TTFT describes it
 HALF_LIFE_S = 6 * 3600.0
 MIN_WEIGHT = 6.0  # observations a bin needs before it counts
+RAISE_WEIGHT = 30.0  # observations a bin above the prior needs before capacity rises to it
 TOO_LITTLE = 0.2  # below this share of the prior, a breach is not the load's doing
 QUEUEING = 0.05  # more of the load than this waiting: a good TTFT is the window lagging, not capacity
 GOOD_SHARE = 0.25  # a bin is good when at most this share of it breached
@@ -107,6 +109,17 @@ def _bins(learned: Mapping[str, float]) -> list[tuple[int, float, float]]:
     return rows
 
 
+def _held_above_prior(rows: list[tuple[int, float, float]]) -> int | None:
+    """The highest bin above the prior that held long (``RAISE_WEIGHT`` observations, hardly a breach).
+    A load above the prior is usually a spike's onset, held for seconds before its breach shows: raising
+    capacity takes minutes of it."""
+    found = None
+    for i, good, bad in rows:
+        if (i + 1) * BIN > 1 and good + bad >= RAISE_WEIGHT and bad <= GOOD_SHARE * (good + bad):
+            found = i
+    return found
+
+
 def _knee(rows: list[tuple[int, float, float]]) -> int | None:
     """The split that explains the observations best: good below it, breached from it on. The fewest
     observations on the wrong side wins (ties: the lower knee, the safer one); None when "no knee at all"
@@ -131,16 +144,12 @@ def estimate(learned: Mapping[str, float], prior: float, *, learn: bool = True) 
         return CapacityEstimate(prior, prior, None, f"capacity {num(round(prior, 1))} per instance")
     rows = _bins(learned) if learned.get(_PRIOR) == prior else []
     knee = _knee(rows)
-    top_good = None
-    for i, good, bad in rows:
-        if (knee is None or i < knee) and bad <= GOOD_SHARE * (good + bad):
-            top_good = i
     value: float | None
     if knee is not None:
         value = round(knee * BIN * prior, 6)
         how = f"learned: TTFT breached from {num(round(value, 1))} per instance"
-    elif top_good is not None and (top_good + 1) * BIN > 1:
-        value = round((top_good + 1) * BIN * prior, 6)
+    elif (above := _held_above_prior(rows)) is not None:
+        value = round((above + 1) * BIN * prior, 6)
         how = f"learned: TTFT held at {num(round(value, 1))} per instance"
     else:
         value = None

@@ -122,6 +122,8 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     else:
         need_out, breach_text = need, ""
     if need_out > current:
+        if need_out > need:  # what the breach asked for is a need too: the window keeps it
+            state = _window(state, now, need_out, rules.stabilization)
         text = f"{basis} → {need}" + (f"; {breach_text} → {need_out}" if breach_text else "")
         return Decision(need_out, text, state, load.in_flight)
     if current < floor:

@@ -116,3 +116,11 @@ def test_a_good_ttft_while_requests_queue_is_not_filed() -> None:
     assert not any(k.startswith("cap.b") for k in learned)
     learned = observe(learned, now=SETTLE_S + 10, prior=PRIOR, load=800, ready=4, ttft=2.0, target=TARGET, waiting=300)
     assert learned["cap.b40.bad"] == 1.0
+
+
+def test_a_few_good_windows_above_the_prior_do_not_raise_it() -> None:
+    """A spike's first seconds run above the prior with a calm TTFT window: not minutes of evidence."""
+    learned = learn([90.0] * 100 + [130.0] * 20, knee_at(1000))
+    assert estimate(learned, PRIOR).per_instance == PRIOR
+    learned = learn([90.0] * 100 + [130.0] * 40, knee_at(1000))
+    assert estimate(learned, PRIOR).per_instance == pytest.approx(135.0)
