@@ -145,10 +145,13 @@ def estimate(learned: Mapping[str, float], prior: float, *, learn: bool = True) 
     rows = _bins(learned) if learned.get(_PRIOR) == prior else []
     knee = _knee(rows)
     value: float | None
+    above = _held_above_prior(rows)
+    ceiling = max(prior, (above + 1) * BIN * prior if above is not None else prior)
     if knee is not None:
-        value = round(knee * BIN * prior, 6)
+        # above the prior only as far as minutes of evidence reach: a spike's first seconds run there calmly
+        value = round(min(knee * BIN * prior, ceiling), 6)
         how = f"learned: TTFT breached from {num(round(value, 1))} per instance"
-    elif (above := _held_above_prior(rows)) is not None:
+    elif above is not None:
         value = round((above + 1) * BIN * prior, 6)
         how = f"learned: TTFT held at {num(round(value, 1))} per instance"
     else:

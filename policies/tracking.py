@@ -33,6 +33,7 @@ from policies.load import Load, load_of, offered, rate_text
 from policies.spec import ReactiveRules
 from policies.types import Decision, PolicyInput, PolicyState
 
+DRAIN_S = 120.0  # a backlog met by a breach is served within about one boot
 KNOWN = "load_known"  # since when the load has been known without a gap
 IDLE = "idle"
 SCALED_IN = "scaled_in"  # the last scale-in (for the bounded rate)
@@ -116,7 +117,7 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     keep = max(floor, ceil_count(asked * (1 + rules.tolerance) / per))
     state = _window(state, now, keep, rules.stabilization)
 
-    breach = _breach(rules, inp, per, need)
+    breach = _breach(rules, inp, per, need, svc)
     if breach is not None and breach[0] > need:
         need_out, breach_text = breach
     else:
@@ -152,9 +153,11 @@ def _basis(load: Load, cap: CapacityEstimate, svc: float | None, utilisation: fl
     )
 
 
-def _breach(rules: ReactiveRules, inp: PolicyInput, per: float, need: int) -> tuple[int, str] | None:
+def _breach(rules: ReactiveRules, inp: PolicyInput, per: float, need: int, svc: float | None) -> tuple[int, str] | None:
     """A TTFT breach the load figures do not explain: add what the requests waiting need (at least one),
-    unless instances are already on their way (their capacity is the answer to the same symptom)."""
+    unless instances are already on their way (their capacity is the answer to the same symptom). The
+    waiting requests are a backlog, not a steady load: with a known service time they need the instances
+    that serve them within ``DRAIN_S`` (per-instance rate × DRAIN_S each), else one slot each."""
     p95 = inp.signals.ttft_p95_s
     if p95 is None or p95 <= rules.ttft_target:
         return None
@@ -164,7 +167,8 @@ def _breach(rules: ReactiveRules, inp: PolicyInput, per: float, need: int) -> tu
     waiting = inp.signals.requests_waiting
     if waiting is None:
         waiting = inp.signals.queue_depth or 0.0
-    extra = max(1, ceil_count(waiting / per))
+    per_backlog = per if svc is None else per / svc * DRAIN_S
+    extra = max(1, ceil_count(waiting / per_backlog))
     return max(need, inp.current) + extra, f"{text} with {num(round(waiting))} waiting: +{extra}"
 
 

@@ -35,7 +35,7 @@ def knee_at(knee: float, noise: float = 0.0):  # type: ignore[no-untyped-def]
     return ttft
 
 
-def sweep(low: float, high: float, n: int = 600) -> list[float]:
+def sweep(low: float, high: float, n: int = 1500) -> list[float]:
     return [low + (high - low) * (i % 60) / 59 for i in range(n)]
 
 
