@@ -10,7 +10,9 @@ and takes the boot time from its measured launches (3 minutes until one is measu
 tasks starts within T seconds on n instances when n × μ × T ≥ Q; instances that must boot first give
 T = time left − boot. The fewest instances that meet it cost the fewest instance-seconds (every task's
 work is the same; fewer instances pay fewer boots), so a burst gets n = ceil(Q ÷ (μ × T)) — several rounds
-on a few instances rather than one round on many that each pay a boot. Once the queue is empty, instances
+on a few instances rather than one round on many that each pay a boot. Ready instances count from now
+(r × μ × time left), every other one from its boot, so the ask does not grow while the boots it asked
+for are under way. Once the queue is empty, instances
 beyond what the tasks in flight occupy are retired after ``RETIRE_AFTER_S``; nothing queued or in flight →
 0. Before μ is known, the burst is sized by ``queue_per_instance`` as without ``max_wait``.
 """
@@ -74,10 +76,19 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
         if not mu:
             return None
         boot = inp.boot_time if inp.boot_time is not None else DEFAULT_BOOT_S
-        left = spec.max_wait * (1 - SAFETY) - state.held_for(WAITING, now)
-        window = left - boot if left - boot > 0 else spec.max_wait * (1 - SAFETY) - boot
-        window = max(window, spec.max_wait * SAFETY)  # late already: start it as soon as boots allow
-        need = max(1, ceil_count(depth / (mu * window)))
+        budget = spec.max_wait * (1 - SAFETY)
+        waited = state.held_for(WAITING, now)
+        left = max(budget - waited, spec.max_wait * SAFETY)
+        ready = current - inp.booting
+        # ready instances start tasks from now; booting ones once their boot (begun about when the backlog
+        # did) ends; new ones after a whole boot
+        booting_window = max(0.0, left - max(0.0, boot - waited))
+        backlog = depth - ready * mu * left - inp.booting * mu * booting_window
+        if backlog <= 0:
+            need = max(1, current)
+        else:
+            window = left - boot if left > boot else max(budget - boot, spec.max_wait * SAFETY)
+            need = max(1, current + ceil_count(backlog / (mu * window)))
         text = (
             f"queue {num(depth)} within {dur(spec.max_wait)}: {num(round(mu * 60, 2))} tasks/min per instance,"
             f" boot {dur(boot)} → {need}"

@@ -60,3 +60,10 @@ def test_unknown_signals_hold_and_never_go_to_zero() -> None:
     run = learned_runner()
     for t in range(1000, 2000, 30):
         assert run.tick(t, queue_depth=None, in_flight=None).desired == 4
+
+
+def test_the_ask_does_not_grow_while_the_boots_it_asked_for_are_under_way() -> None:
+    run = learned_runner()
+    first = run.tick(1000, current=0, queue_depth=500, in_flight=0, arrivals=500).desired
+    for t in range(1010, 1180, 10):  # the 18 instances boot (3 minutes); the backlog still waits
+        assert run.tick(t, current=first, booting=first, queue_depth=500, in_flight=0, arrivals=0).desired == first
