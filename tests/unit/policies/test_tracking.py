@@ -164,3 +164,13 @@ def test_threshold_settings_without_threshold_mode_are_refused() -> None:
     with pytest.raises(ValueError, match="queue_per_instance only apply to `mode: thresholds`"):
         spec(kind="min-floor", queue_per_instance=50)
     assert spec(kind="min-floor", mode="thresholds", queue_per_instance=50) is not None
+
+
+def test_a_breach_sizes_its_backlog_to_drain_in_two_minutes_once_the_service_time_is_known() -> None:
+    run = runner(current=10)
+    for t in range(0, 120, 10):  # 850 in flight at 340 req/s: 2.5 s per request; 10 instances needed
+        run.tick(t, **vllm(850), request_rate=340, arrivals=3400)
+    decision = run.tick(120, **vllm(850 + 3000, waiting=3000, ttft_p95_s=4.0), request_rate=340, arrivals=3400)
+    # 3,000 waiting ÷ (34 req/s per instance × 120 s) → +1, not 3,000 ÷ 85 = +36 instances
+    assert decision.desired == 11
+    assert "TTFT p95 4000ms > 500ms with 3000 waiting: +1 → 11" in decision.reason
