@@ -36,7 +36,10 @@ class ReactiveRules(_Strict):
 
     mode: Literal["target", "thresholds"] = "target"
     # -- target tracking ----------------------------------------------------------------------------
-    target_utilization: float = Field(0.85, gt=0, le=1)
+    # Share of the capacity (requests in flight) the fleet is sized to. In flight grows faster than the
+    # arrival rate near the knee (bigger batches make every step slower), so 0.75 in flight is about 0.85
+    # of the rate an instance sustains: room for a burst while instances boot (docs/policies.md).
+    target_utilization: float = Field(0.75, gt=0, le=1)
     # Load one instance carries at the TTFT target (requests in flight: running + waiting). None: the prior
     # from the KV-cache math (`scalectl plan`), refined from the fleet's own TTFT-vs-load observations.
     capacity: float | None = Field(None, gt=0)

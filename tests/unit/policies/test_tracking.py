@@ -8,7 +8,14 @@ from policies.types import Bounds
 from tests.unit.policies.helpers import Runner, spec
 
 # capacity 100 in flight per instance × 0.85 = 85 per instance; no learning, no tolerance: plain arithmetic
-PLAIN = {"kind": "min-floor", "floor": 1, "capacity": 100, "learn_capacity": False, "tolerance": 0}
+PLAIN = {
+    "kind": "min-floor",
+    "floor": 1,
+    "capacity": 100,
+    "target_utilization": 0.85,
+    "learn_capacity": False,
+    "tolerance": 0,
+}
 
 
 def runner(current: int, **fields: object) -> Runner:
