@@ -2,19 +2,21 @@
 
 Every queued task should start within ``max_wait``. The policy learns two figures (kept in the state):
 
-- throughput per instance μ, tasks finished per ready instance-second while work waits (every slot busy):
+- throughput per instance μ, tasks finished per ready instance-second while work waits and every slot is
+  busy:
   finished = arrivals + (queued + in flight a tick ago) − (queued + in flight now);
 - concurrency per instance, the most tasks one ready instance was seen running (for retiring idle ones);
 
 and takes the boot time from its measured launches (3 minutes until one is measured). A backlog of Q
 tasks starts within T seconds on n instances when n × μ × T ≥ Q; instances that must boot first give
-T = time left − boot. The fewest instances that meet it cost the fewest instance-seconds (every task's
-work is the same; fewer instances pay fewer boots), so a burst gets n = ceil(Q ÷ (μ × T)) — several rounds
-on a few instances rather than one round on many that each pay a boot. Ready instances count from now
-(r × μ × time left), every other one from its boot, so the ask does not grow while the boots it asked
-for are under way. Once the queue is empty, instances
-beyond what the tasks in flight occupy are retired after ``RETIRE_AFTER_S``; nothing queued or in flight →
-0. Before μ is known, the burst is sized by ``queue_per_instance`` as without ``max_wait``.
+T = time left − boot (the time left counts from when the backlog began: a queue that more than doubles
+is a new burst with a clock of its own). The fewest instances that meet it cost the fewest
+instance-seconds (every task's work is the same; fewer instances pay fewer boots), so a burst gets
+n = ceil(Q ÷ (μ × T)) — several rounds on a few instances rather than one round on many that each pay a
+boot. Ready instances count from now (r × μ × time left), every other one from its boot, so the ask does
+not grow while the boots it asked for are under way. Once the queue is empty, instances beyond what the
+tasks in flight occupy are retired after ``RETIRE_AFTER_S``; nothing queued or in flight → 0. Before μ is
+known, the burst is sized by ``queue_per_instance`` as without ``max_wait``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ RETIRE_AFTER_S = 60.0
 SAFETY = 0.15  # share of max_wait kept in hand for noise in task times
 HALF_LIFE_S = 1800.0
 WAITING, SPARE = "batch.waiting", "batch.spare"
-_MU, _CONC, _TOTAL, _T = "batch.mu", "batch.conc", "batch.total", "batch.t"
+_MU, _CONC, _TOTAL, _T, _DEPTH = "batch.mu", "batch.conc", "batch.total", "batch.t", "batch.depth"
+BURST = 50  # tasks: a queue that more than doubles by at least this much is a new burst
 
 
 def learn(inp: PolicyInput) -> PolicyInput:
@@ -50,7 +53,8 @@ def _learn(inp: PolicyInput, depth: float, in_flight: float) -> dict[str, float]
     arrivals = inp.signals.arrivals if inp.signals.arrivals is not None else 0.0
     if ready > 0:
         out[_CONC] = max(out.get(_CONC, 0.0), in_flight / ready)
-    if before is not None and last is not None and inp.now > last and ready > 0 and depth > 0:
+    saturated = ready > 0 and depth > 0 and in_flight >= 0.9 * out.get(_CONC, 0.0) * ready  # every slot busy
+    if before is not None and last is not None and inp.now > last and saturated:
         finished = max(0.0, arrivals + before - total)
         sample = finished / (ready * (inp.now - last))
         mu = out.get(_MU)
@@ -69,6 +73,10 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
     learned = inp.state.learned
     now, current = inp.now, inp.current
     state = inp.state.with_condition(WAITING, depth > 0, now)
+    previous = learned.get(_DEPTH, 0.0)
+    if depth > max(2 * previous, previous + BURST):  # a new burst: its clock starts now, not with the trickle
+        state = state.restart(WAITING, now)
+    state = replace(state, learned={**state.learned, _DEPTH: depth})
     mu = learned.get(_MU)
     demand = float(ceil_count(depth + in_flight))
     if depth > 0:

@@ -67,3 +67,15 @@ def test_the_ask_does_not_grow_while_the_boots_it_asked_for_are_under_way() -> N
     first = run.tick(1000, current=0, queue_depth=500, in_flight=0, arrivals=500).desired
     for t in range(1010, 1180, 10):  # the 18 instances boot (3 minutes); the backlog still waits
         assert run.tick(t, current=first, booting=first, queue_depth=500, in_flight=0, arrivals=0).desired == first
+
+
+def test_a_burst_after_a_long_trickle_gets_its_own_clock() -> None:
+    run = learned_runner()
+    for t in range(1000, 3000, 30):  # a trickle keeps one task queued for half an hour; the worker keeps up
+        run.tick(t, current=1, queue_depth=1, in_flight=8, arrivals=8 / 90 * 30)
+    decision = run.tick(3000, current=1, queue_depth=500, in_flight=8, arrivals=500)
+    first = decision.desired
+    assert first == 17  # the clock starts with the burst: 1 worker now, the rest after a 3-minute boot
+    for t in range(3010, 3180, 10):  # nothing finishes while they boot: μ drifts down a little, no runaway
+        asked = run.tick(t, current=first, booting=first - 1, queue_depth=500, in_flight=8, arrivals=0).desired
+        assert first <= asked <= first + 1
