@@ -53,7 +53,8 @@ def _learn(inp: PolicyInput, depth: float, in_flight: float) -> dict[str, float]
     arrivals = inp.signals.arrivals if inp.signals.arrivals is not None else 0.0
     if ready > 0:
         out[_CONC] = max(out.get(_CONC, 0.0), in_flight / ready)
-    saturated = ready > 0 and depth > 0 and in_flight >= 0.9 * out.get(_CONC, 0.0) * ready  # every slot busy
+    # a real backlog (more queued than running) and every slot busy: a trickle's pace is not a capacity
+    saturated = ready > 0 and depth >= max(1.0, in_flight) and in_flight >= 0.9 * out.get(_CONC, 0.0) * ready
     if before is not None and last is not None and inp.now > last and saturated:
         finished = max(0.0, arrivals + before - total)
         sample = finished / (ready * (inp.now - last))

@@ -80,3 +80,11 @@ def test_a_burst_after_a_long_trickle_gets_its_own_clock() -> None:
         depth = 500 - (t - 3000) * 8 / 90
         asked = run.tick(t, current=first, booting=first - 1, queue_depth=depth, in_flight=8, arrivals=0).desired
         assert asked == first
+
+
+def test_a_trickle_does_not_teach_a_throughput() -> None:
+    """One task every 30 s on one worker: its pace is the arrivals', not what the worker could do."""
+    run = Runner(POLICY, bounds=Bounds(min=0, max=64), current=1)
+    for t in range(0, 1800, 30):
+        run.tick(t, current=1, queue_depth=1 if t % 60 == 0 else 0, in_flight=3, arrivals=1)
+    assert "batch.mu" not in run.state.learned
