@@ -33,6 +33,8 @@ SAFETY = 0.15  # share of max_wait kept in hand for noise in task times
 HALF_LIFE_S = 1800.0
 WAITING, SPARE = "batch.waiting", "batch.spare"
 _MU, _CONC, _TOTAL, _T, _DEPTH = "batch.mu", "batch.conc", "batch.total", "batch.t", "batch.depth"
+_DONE, _SPENT = "batch.done", "batch.spent"
+MIN_INSTANCE_SECONDS = 600.0  # busy instance-seconds before the throughput is trusted
 BURST = 50  # tasks: a queue that more than doubles by at least this much is a new burst
 
 
@@ -56,11 +58,14 @@ def _learn(inp: PolicyInput, depth: float, in_flight: float) -> dict[str, float]
     # a real backlog (more queued than running) and every slot busy: a trickle's pace is not a capacity
     saturated = ready > 0 and depth >= max(1.0, in_flight) and in_flight >= 0.9 * out.get(_CONC, 0.0) * ready
     if before is not None and last is not None and inp.now > last and saturated:
-        finished = max(0.0, arrivals + before - total)
-        sample = finished / (ready * (inp.now - last))
-        mu = out.get(_MU)
-        keep = 0.5 ** ((inp.now - last) / HALF_LIFE_S) if mu is not None else 0.0
-        out[_MU] = round(keep * (mu or 0.0) + (1 - keep) * sample, 6)
+        # tasks finished ÷ instance-seconds, both summed with a half-life: a ratio of sums, so the 0s and 1s
+        # of a single instance's 5-second ticks average out instead of the first one setting the figure
+        keep = 0.5 ** ((inp.now - last) / HALF_LIFE_S)
+        done = keep * out.get(_DONE, 0.0) + max(0.0, arrivals + before - total)
+        spent = keep * out.get(_SPENT, 0.0) + ready * (inp.now - last)
+        out[_DONE], out[_SPENT] = round(done, 4), round(spent, 4)
+        if spent >= MIN_INSTANCE_SECONDS:
+            out[_MU] = round(done / spent, 6)
     out[_TOTAL], out[_T] = total, inp.now
     return out
 
