@@ -15,6 +15,7 @@ from controller.errors import ConfigError
 from controller.signals.spec import SignalsSpec
 from controller.yaml_bounded import TooDeep, safe_load
 from policies.durations import Duration
+from policies.registry import KINDS
 from policies.spec import PolicySpec
 from providers.registry import check_options
 from sizing.spec import ServingSpec
@@ -107,18 +108,7 @@ def _format_location(loc: tuple[Any, ...], data: Any) -> str:
     elif len(parts) >= 2 and parts[0] == "providers":
         prefix = f'provider "{parts[1]}": '
         parts = parts[2:]
-    if (
-        len(parts) >= 2
-        and parts[0] in ("policy",)
-        and isinstance(parts[1], str)
-        and parts[1]
-        in (
-            "min-floor",
-            "scale-to-zero",
-            "predictive",
-            "external",
-        )
-    ):
+    if len(parts) >= 2 and parts[0] in ("policy",) and isinstance(parts[1], str) and parts[1] in KINDS:
         del parts[1]  # the discriminator tag pydantic inserts
     path = ""
     for part in parts:

@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+
+from controller.capacity_view import learned_capacity
+from policies.types import PolicyState
+
+if TYPE_CHECKING:
+    from controller.store.repository import Store
 
 # Signals the policies read (policies.types.Signals), exported per tier when known; absent when unknown.
 SIGNALS = ("queue_depth", "in_flight", "ttft_p95_s", "requests_waiting", "requests_running", "kv_cache_usage")
@@ -143,6 +150,12 @@ class DaemonMetrics:
         self.ticks = Counter("scalectl_ticks", "Reconcile ticks by outcome", ["outcome"], registry=r)
         for outcome in ("ok", "error", "deposed"):  # deposed: a leader that lost its term mid-tick
             self.ticks.labels(outcome)
+        self.capacity = Gauge(
+            "scalectl_tier_capacity_per_instance",
+            "Requests in flight one instance serves at the TTFT target (prior, refined from the fleet's TTFT)",
+            ["tier", "source"],
+            registry=r,
+        )
         self.leader = Gauge("scalectl_leader", "1 while this daemon holds the leader lease, else 0", registry=r)
         self.leader_epoch = Gauge(
             "scalectl_leader_epoch", "Epoch of the term this daemon leads (0 when standing by)", registry=r
@@ -170,6 +183,16 @@ class DaemonMetrics:
     def record_provider_request(self, provider: str, operation: str, ok: bool) -> None:
         """One provider API call (the reconciler's provider-call wrapper calls this once per call)."""
         self.provider_requests.labels(provider, operation, "ok" if ok else "error").inc()
+
+    def observe_capacity(self, store: Store) -> None:
+        """Capacity per instance at the TTFT target: the prior and what the policy uses (learned or prior)."""
+        specs, states = store.active_tiers(), store.policy_states()
+        self.capacity.clear()
+        for tier, spec in specs.items():
+            view = learned_capacity(spec, states.get(tier, (PolicyState(), 0))[0])
+            if view is not None:
+                self.capacity.labels(tier, "prior").set(view["prior"])
+                self.capacity.labels(tier, "used").set(view["capacity_per_instance"])
 
     def observe_leadership(self, leader: bool, epoch: int | None) -> None:
         self.leader.set(1 if leader else 0)

@@ -75,6 +75,7 @@ class MetricsFeed:
             m.provider_errors.labels(provider).inc()
         self._instances(report.t, store)
         self._events(store)
+        m.observe_capacity(store)
         self._last_t = report.t
 
     def _known(self, tiers: Mapping[str, TierSpec], providers: list[str]) -> None:

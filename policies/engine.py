@@ -4,31 +4,28 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from policies import min_floor, predictive, scale_to_zero
+from policies import boot
 from policies.clamp import clamp
 from policies.external import ExternalPolicyLike, run_external
-from policies.spec import ExternalPolicy, MinFloorPolicy, PolicySpec, PredictivePolicy, ScaleToZeroPolicy
+from policies.registry import kind_of
+from policies.spec import PolicySpec
 from policies.types import Bounds, Decision, PolicyInput
 
 
 def _propose(spec: PolicySpec, inp: PolicyInput, external: ExternalPolicyLike | None) -> Decision:
-    if isinstance(spec, MinFloorPolicy):
-        return min_floor.decide(spec, inp)
-    if isinstance(spec, ScaleToZeroPolicy):
-        return scale_to_zero.decide(spec, inp)
-    if isinstance(spec, PredictivePolicy):
-        return predictive.decide(spec, inp)
-    if isinstance(spec, ExternalPolicy):
-        if external is None:
-            raise ValueError(
-                f"policy {spec.class_!r} is external: load it once with load_external_policy() and pass it in"
-            )
-        return run_external(external, inp)
-    raise TypeError(f"unknown policy spec {type(spec).__name__}")
+    kind = kind_of(spec)
+    if kind.decide is not None:
+        return kind.decide(spec, inp)
+    if external is None:
+        name = getattr(spec, "class_", "")
+        raise ValueError(f"policy {name!r} is external: load it once with load_external_policy() and pass it in")
+    return run_external(external, inp)
 
 
 def decide(spec: PolicySpec, inp: PolicyInput, bounds: Bounds, external: ExternalPolicyLike | None = None) -> Decision:
     """The tier's desired count for this tick, with a reason a person can read and the next state."""
+    if inp.boot_time is None:  # nothing measured from the instance rows: the policy's own measurement
+        inp = replace(inp, boot_time=boot.boot_time(inp.state.learned))
     proposal = _propose(spec, inp, external)
     desired, notes = clamp(proposal.desired, bounds)
     reason = proposal.reason
@@ -38,5 +35,7 @@ def decide(spec: PolicySpec, inp: PolicyInput, bounds: Bounds, external: Externa
     state = proposal.state
     if desired != previous:
         state = replace(state, last_change=inp.now)
-    state = replace(state, last_desired=desired)
+    ready = inp.current - inp.booting
+    learned = boot.observe(state.learned, now=inp.now, ready=ready, current=inp.current, desired=desired)
+    state = replace(state, last_desired=desired, learned=learned)
     return Decision(desired, reason, state, proposal.demand)

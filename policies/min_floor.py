@@ -1,6 +1,9 @@
-"""Minimum-floor policy: a warm floor, fast scale-out on queue or TTFT, slow guarded scale-in.
+"""Minimum-floor policy: a warm floor, and either target tracking (``mode: target``, the default:
+policies/tracking.py) or the threshold rules below (``mode: thresholds``).
 
 The same rules, with a floor of 0, are the reactive part of the predictive policy (``evaluate``).
+
+The threshold rules:
 
 Conditions (each with a clock in ``PolicyState.since``):
 
@@ -26,6 +29,7 @@ to max(floor, ceil(peak depth / qpi)). The ``below`` clock then restarts.
 
 from __future__ import annotations
 
+from policies import tracking
 from policies.common import ceil_count, dur, latency, num
 from policies.spec import MinFloorPolicy, ReactiveRules
 from policies.types import Decision, PolicyInput, PolicyState
@@ -43,6 +47,8 @@ def in_flight_of(inp: PolicyInput) -> float | None:
 
 
 def decide(spec: MinFloorPolicy, inp: PolicyInput) -> Decision:
+    if spec.mode == "target":
+        return tracking.evaluate(spec, spec.floor, inp)
     return evaluate(spec, spec.floor, inp)
 
 

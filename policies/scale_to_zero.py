@@ -11,10 +11,14 @@ Conditions (each with a clock in ``PolicyState.since``):
   scale-in target counts them, so it is never below what the running work occupies.
 
 Never 0 while tasks are in flight. A missing signal holds: no scale-in, never to zero.
+
+With ``max_wait`` set, bursts are sized to start every task within it and idle workers retire promptly
+(policies/batch.py); these rules size the first burst, before the throughput per instance is learned.
 """
 
 from __future__ import annotations
 
+from policies import batch
 from policies.common import ceil_count, dur, num
 from policies.spec import ScaleToZeroPolicy
 from policies.types import Decision, PolicyInput, PolicyState
@@ -25,6 +29,11 @@ UNDER = "under"
 
 
 def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision:
+    if spec.max_wait is not None:
+        inp = batch.learn(inp)
+        sized = batch.decide(spec, inp)
+        if sized is not None:
+            return _floor_in_flight(sized, inp.signals.in_flight)
     now, current = inp.now, inp.current
     depth, in_flight = inp.signals.queue_depth, inp.signals.in_flight
     qpi = spec.queue_per_instance

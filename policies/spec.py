@@ -15,15 +15,69 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-class ReactiveRules(_Strict):
-    """The min-floor rules without a floor of their own (the tier's ``min`` is the floor). They are the
-    reactive part of the predictive policy, and the body of the min-floor policy."""
+# Settings that only the threshold rules read: set with `mode: target` they would be ignored, so they are refused.
+THRESHOLD_ONLY = (
+    "queue_per_instance",
+    "scale_out_after",
+    "scale_in_after",
+    "cooldown",
+    "in_flight_per_instance",
+    "scale_in_step",
+    "ttft_scale_out_step",
+)
+# Fields only target tracking reads (`mode: target`, the default).
+TARGET_ONLY = frozenset(
+    {
+        "target_utilization",
+        "capacity",
+        "learn_capacity",
+        "stabilization",
+        "tolerance",
+        "idle_after",
+        "scale_in_max_fraction",
+        "scale_in_period",
+    }
+)
+DEFAULT_TTFT_TARGET_S = 0.5  # user-facing agents: TTFT p95 < 500 ms
 
+
+class ReactiveRules(_Strict):
+    """The reactive rules without a floor of their own (the tier's ``min`` is the floor). They are the
+    reactive part of the predictive policy, and the body of the min-floor policy.
+
+    ``mode: target`` (the default) tracks load against capacity per instance at the SLO; ``mode:
+    thresholds`` keeps the queue/TTFT threshold rules (see docs/policies.md)."""
+
+    mode: Literal["target", "thresholds"] = "target"
+    # -- target tracking ----------------------------------------------------------------------------
+    # Share of the capacity (requests in flight) the fleet is sized to. In flight grows faster than the
+    # arrival rate near the knee (bigger batches make every step slower), so 0.75 in flight is about 0.85
+    # of the rate an instance sustains: room for a burst while instances boot (docs/policies.md).
+    target_utilization: float = Field(0.75, gt=0, le=1, json_schema_extra=tunable(0.4, 0.95, step=0.05))
+    # Load one instance carries at the TTFT target (requests in flight: running + waiting). None: the prior
+    # from the KV-cache math (`scalectl plan`), refined from the fleet's own TTFT-vs-load observations.
+    capacity: float | None = Field(None, gt=0)
+    learn_capacity: bool = True
+    stabilization: Duration = Field(
+        300.0, json_schema_extra=tunable(60, 900, step=30)
+    )  # scale in only to the highest need over this window
+    # Scale-in counts the load this much higher (HPA's tolerance): a load hovering at a boundary between two
+    # counts must not add and remove an instance every few minutes.
+    tolerance: float = Field(0.1, ge=0, le=1, json_schema_extra=tunable(0, 0.3, step=0.05))
+    idle_after: Duration = Field(
+        300.0, json_schema_extra=tunable(60, 1800, step=30)
+    )  # no work at all this long: back to the floor at once
+    scale_in_max_fraction: float = Field(
+        0.5, gt=0, le=1, json_schema_extra=tunable(0.1, 1, step=0.1)
+    )  # most of the fleet removed per scale_in_period
+    scale_in_period: Duration = Field(60.0, json_schema_extra=tunable(15, 300, step=15))
+    # -- both modes -----------------------------------------------------------------------------------
+    ttft_p95_max: Duration | None = None  # thresholds: a scale-out rule; target: the SLO (default 500ms)
+    # -- thresholds ------------------------------------------------------------------------------------
     queue_per_instance: float = Field(10, gt=0, json_schema_extra=tunable(1, 500, log=True))
     scale_out_after: Duration = Field(60.0, json_schema_extra=tunable(0, 300, step=5))
     scale_in_after: Duration = Field(300.0, json_schema_extra=tunable(60, 1800, step=30))
     cooldown: Duration = Field(300.0, json_schema_extra=tunable(0, 1800, step=30))
-    ttft_p95_max: Duration | None = None
     # Concurrent requests one instance serves within the latency target (e.g. from `scalectl plan`).
     # When set, scale-in keeps enough instances for the work in flight; when not, scale-in steps down.
     in_flight_per_instance: float | None = Field(None, gt=0, json_schema_extra=tunable(4, 512, log=True))
@@ -33,6 +87,25 @@ class ReactiveRules(_Strict):
     # A TTFT breach adds this share of the fleet (at least one instance), once per boot: the step that
     # meets a +30% spike in one round instead of one instance per provisioning delay.
     ttft_scale_out_step: float = Field(0.2, ge=0, le=2, json_schema_extra=tunable(0, 1, step=0.05))
+
+    @model_validator(mode="after")
+    def _settings_match_mode(self) -> ReactiveRules:
+        if self.mode == "target":
+            # a stored spec carries every field at its default: only a changed one is a mistake
+            fields = type(self).model_fields
+            stray = [name for name in THRESHOLD_ONLY if getattr(self, name) != fields[name].default]
+            if stray:
+                raise ValueError(
+                    f"{', '.join(stray)} only apply to `mode: thresholds`; add `mode: thresholds` to keep the "
+                    f"threshold rules, or remove {'them' if len(stray) > 1 else 'it'} (the default `mode: target` "
+                    f"sizes the fleet from load and capacity per instance)"
+                )
+        return self
+
+    @property
+    def ttft_target(self) -> float:
+        """The TTFT p95 the tier is held to (target mode): ``ttft_p95_max``, else 500 ms."""
+        return self.ttft_p95_max if self.ttft_p95_max is not None else DEFAULT_TTFT_TARGET_S
 
 
 class MinFloorPolicy(ReactiveRules):
@@ -49,6 +122,9 @@ class ScaleToZeroPolicy(_Strict):
     queue_per_instance: float = Field(20, gt=0, json_schema_extra=tunable(1, 256, log=True))
     activate_after: Duration = Field(30.0, json_schema_extra=tunable(0, 300, step=5))
     idle_after: Duration = Field(300.0, json_schema_extra=tunable(30, 1800, step=30))
+    # Every task starts within this: bursts are sized from the learned throughput per instance and boot
+    # time at the fewest instance-seconds (docs/policies.md). None: ceil(depth / queue_per_instance).
+    max_wait: Duration | None = Field(None, gt=0)
 
 
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
@@ -102,7 +178,9 @@ class SeasonalForecast(_Strict):
 class PredictivePolicy(_Strict):
     kind: Literal["predictive"]
     headroom: float = Field(0.30, ge=0, le=10, json_schema_extra=tunable(0, 1, step=0.05))
-    lead_time: Duration = Field(300.0, json_schema_extra=tunable(60, 1800, step=30))
+    # How far ahead schedules and forecasts act. None: the tier's measured create→ready time (p90 of its
+    # recent launches), 5 minutes until it has launched anything.
+    lead_time: Duration | None = Field(None, json_schema_extra=tunable(60, 1800, step=30))
     schedule: list[ScheduleWindow] = Field(default_factory=list)
     forecast: SeasonalForecast | None = None
     reactive: ReactiveRules = Field(default_factory=lambda: ReactiveRules.model_validate({}))

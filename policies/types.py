@@ -20,7 +20,9 @@ class Signals:
     requests_running: float | None = None
     kv_cache_usage: float | None = None
     arrivals: float | None = None  # requests arrived since the previous tick
-    request_rate: float | None = None  # requests per second over the reading window
+    request_rate: float | None = None  # requests arriving per second over the reading window
+    prompt_tokens_rate: float | None = None  # prompt tokens per second over the reading window
+    generation_tokens_rate: float | None = None
 
     def to_dict(self) -> dict[str, float | None]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -45,6 +47,12 @@ class PolicyState:
     last_change: float | None = None
     last_desired: int | None = None
     peaks: Mapping[str, float] = field(default_factory=dict)
+    # Target tracking: (time, instances needed) of the stabilisation window, as a sliding-window maximum
+    # (each entry's need exceeds every later one's), so the highest need over the window is the first
+    # entry inside it and the list stays short.
+    needs: tuple[tuple[float, float], ...] = ()
+    # Learned figures that must survive restarts (capacity observations per load bin, launch times, …).
+    learned: Mapping[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -52,6 +60,8 @@ class PolicyState:
             "last_change": self.last_change,
             "last_desired": self.last_desired,
             "peaks": dict(self.peaks),
+            "needs": [list(entry) for entry in self.needs],
+            "learned": dict(self.learned),
         }
 
     @classmethod
@@ -63,6 +73,8 @@ class PolicyState:
             last_change=data.get("last_change"),
             last_desired=data.get("last_desired"),
             peaks={str(k): float(v) for k, v in (data.get("peaks") or {}).items()},
+            needs=tuple((float(t), float(n)) for t, n in (data.get("needs") or [])),
+            learned={str(k): float(v) for k, v in (data.get("learned") or {}).items()},
         )
 
     def with_condition(self, name: str, active: bool, now: float) -> PolicyState:
@@ -99,7 +111,8 @@ class PolicyState:
 
 @dataclass(frozen=True, slots=True)
 class SeasonalHistory:
-    """Recorded demand (instances the reactive rules asked for) one period ago, for forecast mode.
+    """Recorded demand one period ago, for forecast mode: the tier's load (requests in flight) under target
+    tracking, the instances the rules asked for under `mode: thresholds`.
 
     ``by_period`` maps a period in seconds (86400, 604800) to the peak demand recorded in the window
     [now - period, now - period + lead_time + horizon]; a missing key means no record for that period.
@@ -116,6 +129,11 @@ class PolicyInput:
     state: PolicyState
     history: SeasonalHistory = field(default_factory=SeasonalHistory)
     booting: int = 0  # of ``current``, instances not serving yet (their capacity is on its way)
+    # Load one instance carries at the TTFT target before anything is learned (KV-cache math, `scalectl
+    # plan`); None when the tier has no serving model to size (then the policy's own figures decide).
+    capacity_prior: float | None = None
+    # Measured create→ready time of the tier's recent launches (high percentile); None: none measured yet.
+    boot_time: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,7 +141,9 @@ class Decision:
     desired: int
     reason: str
     state: PolicyState
-    demand: float | None = None  # instances the load alone asks for (recorded; feeds seasonal forecasts)
+    # Recorded; feeds seasonal forecasts. Target tracking: the load (requests in flight); thresholds: the
+    # instances the load alone asks for.
+    demand: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

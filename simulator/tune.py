@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from controller.config import FleetConfig, TierSpec
-from policies.spec import PolicySpec
+from policies.spec import TARGET_ONLY, THRESHOLD_ONLY, PolicySpec, ReactiveRules
 from policies.tunable import TuneRange, tune_range
 from simulator.controller_run import RunOptions, simulate
 from simulator.workloads.spec import Workload
@@ -102,18 +102,30 @@ def _is_integer(annotation: Any) -> bool:
     return int in args or annotation is int
 
 
-def search_space(model: type[BaseModel], prefix: str = "") -> list[Param]:
-    """Every field of ``model`` with a declared tune range (recursing into nested models)."""
+def search_space(model: type[BaseModel], prefix: str = "", policy: BaseModel | None = None) -> list[Param]:
+    """Every field of ``model`` with a declared tune range (recursing into nested models). Given the tier's
+    ``policy``, fields its mode ignores are left out (`mode: thresholds` vs target tracking): setting a
+    threshold-only field in target mode is a configuration error, and a field nobody reads wastes trials."""
     params: list[Param] = []
+    ignored = _ignored_by_mode(policy)
     for name, info in model.model_fields.items():
+        if name in ignored:
+            continue
         nested = _nested_model(info.annotation)
         if nested is not None:
-            params.extend(search_space(nested, f"{prefix}{name}."))
+            inner = getattr(policy, name, None) if policy is not None else None
+            params.extend(search_space(nested, f"{prefix}{name}.", inner if isinstance(inner, BaseModel) else None))
             continue
         declared = tune_range(info.json_schema_extra)
         if declared is not None:
             params.append(Param(f"{prefix}{name}", declared, _is_integer(info.annotation)))
     return params
+
+
+def _ignored_by_mode(policy: BaseModel | None) -> frozenset[str]:
+    if not isinstance(policy, ReactiveRules):
+        return frozenset()
+    return TARGET_ONLY if policy.mode == "thresholds" else frozenset(THRESHOLD_ONLY)
 
 
 def policy_with(base: Mapping[str, Any], params: Mapping[str, float | int]) -> dict[str, Any]:
@@ -171,7 +183,7 @@ def prepare(
     if tier not in config.tiers:
         raise TuneInputError(f'{source}: no tier "{tier}"; its tiers: {", ".join(config.tiers)}')
     policy = config.tiers[tier].policy
-    space = search_space(type(policy))
+    space = search_space(type(policy), policy=policy)
     if not space:
         raise TuneInputError(
             f'{source}: tier "{tier}": policy kind {policy.kind!r} has no tunable settings; '

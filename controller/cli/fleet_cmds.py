@@ -7,13 +7,16 @@ from typing import Any
 import typer
 
 from clocks import SystemClock
+from controller.capacity_view import learned_capacity
 from controller.cli.context import open_store, settings, user_errors
 from controller.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
+from controller.config import TierSpec
 from controller.ha.replica import read_replicas
 from controller.status import COLUMNS, fleet_status, replicas_status
 from controller.store.repository import Store
 from controller.store.world_clock import world_now
 from policies.durations import parse_duration
+from policies.types import PolicyState
 
 
 def _ago(seconds: float) -> str:
@@ -90,6 +93,8 @@ def register(app: typer.Typer) -> None:
             instances = store.instances(name)
             status = next((r for r in fleet_status(store) if r["tier"] == name), {})
             now = _now(store)
+            state = store.policy_states().get(name, (PolicyState(), None))[0]
+            capacity = learned_capacity(TierSpec.model_validate(specs[name]), state)
         last = recent[-1] if recent else None
         signals = dict(last.signals) if last else {}
         errors = signals.pop("errors", {})
@@ -103,6 +108,7 @@ def register(app: typer.Typer) -> None:
             "signals": signals,
             "signal_errors": errors,
             "signal_error_counts": error_counts,
+            "capacity": capacity,
             "instances": [
                 {
                     "key": i.key,
@@ -131,6 +137,9 @@ def register(app: typer.Typer) -> None:
         )
         emit(status, Format.table, title="status")
         emit(signals or {"(no signals recorded yet)": ""}, Format.table, title="latest signals")
+        if capacity is not None:
+            shown = {k: v for k, v in capacity.items() if k != "observations"}
+            emit(shown, Format.table, title="capacity per instance (target tracking)")
         if errors:
             emit(errors, Format.table, title="signal source errors (last reading)")
         if error_counts:

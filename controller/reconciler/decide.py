@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from controller.config import TierSpec
+from policies.boot import boot_time
 from policies.external import load_external_policy
 from policies.history import DemandHistory
-from policies.spec import ExternalPolicy, PredictivePolicy
+from policies.predictive import lead_time_of
+from policies.prior import capacity_prior
+from policies.registry import forecast_of
+from policies.spec import ExternalPolicy
 from policies.types import Bounds, Decision, PolicyInput, SeasonalHistory
 from sizing.gpus import UnknownGpu, gpu_info
 
@@ -52,10 +57,10 @@ class PolicyRunner:
 
     def history_for(self, name: str, tier: TierSpec) -> DemandHistory | None:
         """The tier's demand history, or None when its policy forecasts nothing (nothing is kept)."""
-        policy = tier.policy
-        if not isinstance(policy, PredictivePolicy) or policy.forecast is None:
+        forecast = forecast_of(tier.policy)
+        if forecast is None:
             return None
-        needed = DemandHistory.for_forecast(policy.forecast, policy.lead_time)
+        needed = DemandHistory.for_forecast(forecast, _longest_lead(tier))
         hist = self._history.get(name)
         if hist is None or hist.retention < needed.retention:  # a longer forecast: a longer memory
             if hist is not None:
@@ -67,9 +72,9 @@ class PolicyRunner:
     def history_reach(tiers: Mapping[str, TierSpec]) -> float:
         """How far back the tiers' forecasts look (seconds): what to load from the store at start."""
         reach = [
-            DemandHistory.for_forecast(t.policy.forecast, t.policy.lead_time).retention
+            DemandHistory.for_forecast(forecast, _longest_lead(t)).retention
             for t in tiers.values()
-            if isinstance(t.policy, PredictivePolicy) and t.policy.forecast is not None
+            if (forecast := forecast_of(t.policy)) is not None
         ]
         return max(reach, default=0.0)
 
@@ -80,18 +85,22 @@ class PolicyRunner:
             if hist is not None:
                 hist.append(t, demand)
 
-    def seasonal(self, name: str, tier: TierSpec, now: float) -> SeasonalHistory:
+    def seasonal(
+        self, name: str, tier: TierSpec, now: float, learned: Mapping[str, float] | None = None
+    ) -> SeasonalHistory:
+        """Recorded demand one period ago; ``learned`` (the policy state's) supplies a measured lead time."""
         hist = self.history_for(name, tier)
-        if hist is None:
+        forecast = forecast_of(tier.policy)
+        if hist is None or forecast is None:
             return SeasonalHistory()
-        forecast = tier.policy.forecast  # type: ignore[union-attr]  # history_for checked it is predictive
-        return hist.seasonal(now, forecast.periods, tier.policy.lead_time, forecast.horizon)  # type: ignore[union-attr]
+        lead = lead_time_of(tier.policy, boot_time(learned or {}))  # type: ignore[arg-type]  # it forecasts
+        return hist.seasonal(now, forecast.periods, lead, forecast.horizon)
 
     def external_for(self, name: str, tier: TierSpec) -> Any:
         """The tier's external policy object (loaded once, again when its spec changes); raises
         ExternalPolicyError when the class cannot be loaded."""
         policy = tier.policy
-        if not isinstance(policy, ExternalPolicy):
+        if not isinstance(policy, ExternalPolicy):  # narrows the type; the registry knows which kinds are external
             return None
         fingerprint = policy.model_dump_json()
         cached = self._external.get(name)
@@ -101,8 +110,22 @@ class PolicyRunner:
         return cached[1]
 
     def decide(self, name: str, tier: TierSpec, inp: PolicyInput, bounds: Bounds | None = None) -> Decision:
+        if inp.capacity_prior is None:
+            inp = replace(inp, capacity_prior=capacity_prior(tier.serving, tier.gpu, tier.gpu_count))
+        if forecast_of(tier.policy) is not None and inp.boot_time is None:
+            # the forecast window must match the lead time the policy acts on (measured, in its state)
+            inp = replace(inp, history=self.seasonal(name, tier, inp.now, inp.state.learned))
         decision = self._decide(tier.policy, inp, bounds or bounds_for(tier), self.external_for(name, tier))
         hist = self.history_for(name, tier)
         if hist is not None:
             hist.append(inp.now, decision.demand)  # unknown demand is a gap, never a zero
         return decision
+
+
+def _longest_lead(tier: TierSpec) -> float:
+    """The lead time a forecast's history must cover: the configured one, else up to an hour of boot."""
+    configured = getattr(tier.policy, "lead_time", None)
+    return configured if configured is not None else MAX_MEASURED_LEAD_S
+
+
+MAX_MEASURED_LEAD_S = 3600.0

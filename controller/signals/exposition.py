@@ -42,6 +42,8 @@ _COUNTERS = {
     "vllm:gpu_prefix_cache_hits_total": "prefix_hits_09",
     "vllm:num_preemptions_total": "preemptions",
     "vllm:request_success_total": "successes",
+    "vllm:prompt_tokens_total": "prompt_tokens",
+    "vllm:generation_tokens_total": "generation_tokens",
 }
 _HISTOGRAMS = {"vllm:time_to_first_token_seconds": "ttft", "vllm:e2e_request_latency_seconds": "e2e"}
 _HISTOGRAM_SAMPLES = {
@@ -272,6 +274,8 @@ class _Builder:
             prefix_hit_rate=get("prefix_hit_rate"),
             preemptions=get("preemptions"),
             successes=get("successes"),
+            prompt_tokens=get("prompt_tokens"),
+            generation_tokens=get("generation_tokens"),
             ttft=self._histogram("ttft", "vllm:time_to_first_token_seconds"),
             e2e=self._histogram("e2e", "vllm:e2e_request_latency_seconds"),
             generation=generation,

@@ -38,7 +38,13 @@ def build_queries(selector: str, window: float) -> dict[str, str]:
         "requests_running": f"sum(vllm:num_requests_running{sel})",
         "kv_cache_usage": f"avg(vllm:kv_cache_usage_perc{sel}) or avg(vllm:gpu_cache_usage_perc{sel})",
         "kv_cache_usage_max": f"max(vllm:kv_cache_usage_perc{sel}) or max(vllm:gpu_cache_usage_perc{sel})",
-        "request_rate": f"sum(rate(vllm:request_success_total{sel}[{w}]))",
+        # arrivals = finished + growth of what is running or waiting (the load, even while the fleet falls behind)
+        "request_rate": (
+            f"sum(rate(vllm:request_success_total{sel}[{w}]))"
+            f" + sum(deriv(vllm:num_requests_running{sel}[{w}])) + sum(deriv(vllm:num_requests_waiting{sel}[{w}]))"
+        ),
+        "prompt_tokens_rate": f"sum(rate(vllm:prompt_tokens_total{sel}[{w}]))",
+        "generation_tokens_rate": f"sum(rate(vllm:generation_tokens_total{sel}[{w}]))",
         "preemptions": f"sum(increase(vllm:num_preemptions_total{sel}[{w}]))",
         "prefix_cache_hit_rate": (
             f"sum(rate(vllm:prefix_cache_hits_total{sel}[{w}])) / sum(rate(vllm:prefix_cache_queries_total{sel}[{w}]))"

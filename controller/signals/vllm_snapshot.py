@@ -43,6 +43,8 @@ class VllmSnapshot:
     prefix_hit_rate: float | None = None  # the pre-0.9 gauge (vllm:gpu_prefix_cache_hit_rate)
     preemptions: float | None = None
     successes: float | None = None
+    prompt_tokens: float | None = None  # counters: tokens prefilled / generated so far
+    generation_tokens: float | None = None
     ttft: Histogram | None = None
     e2e: Histogram | None = None
     generation: str = "unknown"  # "new" (kv_cache_usage_perc) or "old" (gpu_cache_usage_perc)

@@ -23,8 +23,12 @@ class VllmFigures:
     kv_cache_usage_max: float | None = None
     prefix_cache_hit_rate: float | None = None
     preemptions: float | None = None  # in the window
-    request_rate: float | None = None  # finished requests per second over the window
+    # Requests arriving per second over the window: finished + growth of what is running or waiting, so it
+    # is the load even while a short fleet falls behind (finished alone would read its capacity).
+    request_rate: float | None = None
     arrivals: float | None = None  # requests that arrived between the last two scrapes
+    prompt_tokens_rate: float | None = None  # tokens per second over the window
+    generation_tokens_rate: float | None = None
     endpoints_answering: int = 0
     window_s: float | None = None  # the time the windowed figures actually span
 
@@ -89,6 +93,8 @@ class VllmWindow:
             preemptions=_sum(_increase(h, lambda s: s.preemptions) for h in histories),
             request_rate=_sum(_rate(h) for h in histories),
             arrivals=_sum(_arrivals(h) for h in histories),
+            prompt_tokens_rate=_sum(_counter_rate(h, lambda s: s.prompt_tokens) for h in histories),
+            generation_tokens_rate=_sum(_counter_rate(h, lambda s: s.generation_tokens) for h in histories),
             endpoints_answering=len(histories),
             window_s=max(spans) if spans else None,
         )
@@ -108,10 +114,24 @@ def _finished_count(s: VllmSnapshot) -> float | None:
 
 
 def _rate(history: Sequence[VllmSnapshot]) -> float | None:
+    """Arrivals per second over the window: finished + growth of running + waiting, over the span."""
     if len(history) < 2 or history[-1].read_at <= history[0].read_at:
         return None
     finished = _increase(history, _finished_count)
-    return None if finished is None else finished / (history[-1].read_at - history[0].read_at)
+    if finished is None:
+        return None
+    first, last = history[0], history[-1]
+    growth = 0.0
+    if None not in (first.waiting, first.running, last.waiting, last.running):
+        growth = (last.waiting or 0) + (last.running or 0) - (first.waiting or 0) - (first.running or 0)
+    return max(0.0, finished + growth) / (last.read_at - first.read_at)
+
+
+def _counter_rate(history: Sequence[VllmSnapshot], field: Callable[[VllmSnapshot], float | None]) -> float | None:
+    if len(history) < 2 or history[-1].read_at <= history[0].read_at:
+        return None
+    increase = _increase(history, field)
+    return None if increase is None else increase / (history[-1].read_at - history[0].read_at)
 
 
 def _arrivals(history: Sequence[VllmSnapshot]) -> float | None:

@@ -32,7 +32,7 @@ tiers:
     providers: [simulated]
     min: 1
     max: 20
-    policy: {kind: min-floor, floor: 2, queue_per_instance: 10, scale_out_after: 60s}
+    policy: {kind: min-floor, mode: thresholds, floor: 2, queue_per_instance: 10, scale_out_after: 60s}
 """
 
 
@@ -196,7 +196,7 @@ tiers:
       headroom: 0.5
       lead_time: 0
       forecast: {periods: [1h], horizon: 5m}
-      reactive: {queue_per_instance: 10, scale_out_after: 0s, scale_in_step: 100}
+      reactive: {mode: thresholds, queue_per_instance: 10, scale_out_after: 0s, scale_in_step: 100}
 """
     rows = [{"t": T0 + i * 60, "tier": "web", "queue_depth": 80 if i == 10 else 0} for i in range(90)]
     out = run_backtest(config(text), lines(*rows), "timeline.jsonl")
@@ -237,9 +237,10 @@ def test_the_example_tiers_file_runs_over_a_day(tmp_path: Path) -> None:
     for minute in range(0, 24 * 60, 5):
         t = T0 - 12 * 3600 + minute * 60
         busy = 8 * 60 <= minute < 18 * 60
-        rows.append({"t": t, "tier": "orchestrator", "queue_depth": 45 if busy else 3, "ttft_p95_s": 0.2})
+        orchestrator = {"queue_depth": 45 if busy else 3, "requests_running": 600 if busy else 60, "ttft_p95_s": 0.2}
+        rows.append({"t": t, "tier": "orchestrator", **orchestrator})
         rows.append({"t": t, "tier": "research", "queue_depth": 120 if busy else 0, "in_flight": 0})
-        rows.append({"t": t, "tier": "support-daytime", "queue_depth": 12})
+        rows.append({"t": t, "tier": "support-daytime", "queue_depth": 12, "requests_running": 90})
     path = tmp_path / "day.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     out = run_backtest_file(EXAMPLE_TIERS, path)

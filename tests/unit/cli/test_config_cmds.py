@@ -133,3 +133,31 @@ def test_offers_defaults_to_the_applied_configuration(cli: CliRunner) -> None:
     offers = json.loads(out)["offers"]
     assert offers and {o["provider"] for o in offers} == {"simulated"}
     assert {o["gpu"] for o in offers} == {"H100-SXM5-80GB"}
+
+
+def test_describe_tier_shows_capacity_per_instance_and_what_was_learned(cli: CliRunner) -> None:
+    from controller.cli.context import open_store, settings
+    from policies.capacity import observe
+    from policies.types import PolicyState
+
+    run(cli, "apply", "-f", str(EXAMPLE))
+    code, out, _ = run(cli, "describe", "tier", "orchestrator", "-o", "json")
+    capacity = json.loads(out)["capacity"]
+    assert code == 0 and capacity["capacity_per_instance"] == capacity["prior"] == 160.0  # 0.8 × max-num-seqs 200
+    assert "prior; no load high enough yet" in capacity["why"]
+    learned: dict[str, float] = observe({}, now=0, prior=160.0, load=0, ready=4, ttft=None, target=0.5)
+    for i in range(200):  # a knee at 120 per instance
+        per_instance = 60 + (i % 40) * 2.5
+        ttft = 2.0 if per_instance > 120 else 0.2
+        learned = observe(learned, now=60 + 10 * i, prior=160.0, load=4 * per_instance, ready=4, ttft=ttft, target=0.5)
+    store = open_store(settings())
+    with store.sessions.begin() as session:
+        store.save_policy_state(session, "orchestrator", PolicyState(learned=learned), 4, 1.0)
+    code, out, _ = run(cli, "describe", "tier", "orchestrator", "-o", "json")
+    capacity = json.loads(out)["capacity"]
+    assert capacity["capacity_per_instance"] == 120.0 and capacity["learned"] == 120.0
+    assert any(o["breached_share"] == 1.0 for o in capacity["observations"])
+    code, out, _ = run(cli, "describe", "tier", "orchestrator")
+    assert code == 0 and "capacity per instance (target tracking)" in out and "breached from 120" in out
+    code, out, _ = run(cli, "describe", "tier", "research", "-o", "json")
+    assert json.loads(out)["capacity"] is None  # scale-to-zero tracks no capacity

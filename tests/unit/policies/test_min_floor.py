@@ -7,6 +7,7 @@ from tests.unit.policies.helpers import Runner, spec
 
 MF = spec(
     kind="min-floor",
+    mode="thresholds",
     floor=2,
     queue_per_instance=10,
     scale_out_after="60s",
@@ -64,7 +65,7 @@ def test_ttft_at_the_target_is_not_over() -> None:
 
 
 def test_current_zero_with_work_waiting_counts_as_over_threshold() -> None:
-    run = Runner(spec(kind="min-floor", floor=0), current=0)
+    run = Runner(spec(kind="min-floor", mode="thresholds", floor=0), current=0)
     run.tick(0, queue_depth=1)
     assert run.tick(59, queue_depth=1).desired == 0
     assert run.tick(60, queue_depth=1).desired == 1
@@ -106,7 +107,13 @@ def test_scale_in_sizes_for_the_peak_queue_of_the_window() -> None:
 
 def test_cooldown_guards_scale_in_after_a_recent_change() -> None:
     policy = spec(
-        kind="min-floor", floor=1, queue_per_instance=10, scale_in_after="5m", cooldown="10m", scale_in_step=100
+        kind="min-floor",
+        mode="thresholds",
+        floor=1,
+        queue_per_instance=10,
+        scale_in_after="5m",
+        cooldown="10m",
+        scale_in_step=100,
     )
     run = Runner(policy, current=2)
     run.tick(0, queue_depth=50)
@@ -121,7 +128,13 @@ def test_cooldown_guards_scale_in_after_a_recent_change() -> None:
 
 def test_cooldown_never_slows_scale_out() -> None:
     policy = spec(
-        kind="min-floor", floor=1, queue_per_instance=10, scale_out_after="60s", cooldown="30m", scale_in_step=100
+        kind="min-floor",
+        mode="thresholds",
+        floor=1,
+        queue_per_instance=10,
+        scale_out_after="60s",
+        cooldown="30m",
+        scale_in_step=100,
     )
     run = Runner(policy, current=1)
     run.tick(0, queue_depth=30)
@@ -155,7 +168,7 @@ def test_unknown_ttft_blocks_scale_in_but_queue_still_scales_out() -> None:
 
 
 def test_ttft_not_configured_means_queue_alone_decides() -> None:
-    run = Runner(spec(kind="min-floor", floor=1, scale_in_step=100), current=3)
+    run = Runner(spec(kind="min-floor", mode="thresholds", floor=1, scale_in_step=100), current=3)
     run.tick(0, queue_depth=0)
     assert run.tick(301, queue_depth=0).desired == 1
 
@@ -170,7 +183,9 @@ def test_max_caps_scale_out_and_the_reason_says_so() -> None:
 
 def test_without_capacity_figures_scale_in_steps_down_one_at_a_time() -> None:
     """A healthy fleet reads queue 0; jumping to ceil(0 / qpi) would drop busy instances. Step instead."""
-    policy = spec(kind="min-floor", floor=1, queue_per_instance=10, scale_in_after="5m", cooldown="5m")
+    policy = spec(
+        kind="min-floor", mode="thresholds", floor=1, queue_per_instance=10, scale_in_after="5m", cooldown="5m"
+    )
     run = Runner(policy, current=6)
     run.tick(0, queue_depth=0)
     first = run.tick(301, queue_depth=0)
@@ -184,6 +199,7 @@ def test_without_capacity_figures_scale_in_steps_down_one_at_a_time() -> None:
 def test_scale_in_keeps_the_instances_the_work_in_flight_needs() -> None:
     policy = spec(
         kind="min-floor",
+        mode="thresholds",
         floor=1,
         queue_per_instance=10,
         scale_in_after="5m",
@@ -199,7 +215,7 @@ def test_scale_in_keeps_the_instances_the_work_in_flight_needs() -> None:
 
 
 def test_in_flight_rule_holds_when_in_flight_is_unknown() -> None:
-    policy = spec(kind="min-floor", floor=1, queue_per_instance=10, in_flight_per_instance=60)
+    policy = spec(kind="min-floor", mode="thresholds", floor=1, queue_per_instance=10, in_flight_per_instance=60)
     run = Runner(policy, current=4)
     run.tick(0, queue_depth=0)
     held = run.tick(400, queue_depth=0)
@@ -210,6 +226,7 @@ def test_in_flight_rule_holds_when_in_flight_is_unknown() -> None:
 def test_a_window_that_sheds_nothing_starts_afresh_so_old_peaks_expire() -> None:
     policy = spec(
         kind="min-floor",
+        mode="thresholds",
         floor=1,
         queue_per_instance=10,
         scale_in_after="5m",

@@ -23,6 +23,7 @@ SCHEDULED = spec(
     lead_time="5m",
     schedule=[{"cron": "0 8 * * mon-fri", "until": "18:00", "instances": 6, "timezone": "America/New_York"}],
     reactive={
+        "mode": "thresholds",
         "queue_per_instance": 10,
         "scale_out_after": "60s",
         "scale_in_after": "5m",
@@ -48,6 +49,7 @@ def test_schedule_asks_instances_plus_headroom_from_lead_time_before_start() -> 
 def test_headroom_arithmetic_does_not_round_up_float_noise() -> None:
     policy = spec(
         kind="predictive",
+        reactive={"mode": "thresholds"},
         headroom=0.3,
         lead_time=0,
         schedule=[{"cron": "0 0 * * *", "until": "23:59", "instances": 10}],
@@ -91,6 +93,7 @@ def test_missing_queue_during_and_after_window_never_reduces() -> None:
 
 FORECAST = spec(
     kind="predictive",
+    reactive={"mode": "thresholds"},
     headroom=0.30,
     lead_time="5m",
     forecast={"mode": "seasonal", "periods": ["1d", "7d"], "horizon": "15m"},
@@ -118,6 +121,7 @@ def test_forecast_without_history_leaves_it_to_the_reactive_rules() -> None:
 def test_result_is_the_max_of_schedule_and_forecast() -> None:
     both = spec(
         kind="predictive",
+        reactive={"mode": "thresholds"},
         headroom=0,
         lead_time=0,
         schedule=[{"cron": "0 9 * * *", "until": "17:00", "instances": 5, "timezone": "America/New_York"}],
@@ -131,6 +135,7 @@ def test_result_is_the_max_of_schedule_and_forecast() -> None:
 def test_overlapping_windows_take_the_larger() -> None:
     policy = spec(
         kind="predictive",
+        reactive={"mode": "thresholds"},
         headroom=0,
         lead_time=0,
         schedule=[

@@ -15,13 +15,32 @@ from tests.unit.policies.helpers import T0, spec
 maybe_count = st.one_of(st.none(), st.integers(0, 400).map(float))
 maybe_latency = st.one_of(st.none(), st.floats(0.01, 3.0))
 
-signals = st.builds(Signals, queue_depth=maybe_count, in_flight=maybe_count, ttft_p95_s=maybe_latency)
+signals = st.builds(
+    Signals,
+    queue_depth=maybe_count,
+    in_flight=maybe_count,
+    ttft_p95_s=maybe_latency,
+    requests_running=maybe_count,
+    requests_waiting=maybe_count,
+    request_rate=maybe_count,
+    arrivals=maybe_count,
+)
 ticks = st.lists(st.tuples(st.floats(1, 120), signals), min_size=1, max_size=60)
 
 policies_ = st.one_of(
     st.builds(
+        lambda f, cap, u, window: spec(
+            kind="min-floor", floor=f, capacity=cap, target_utilization=u, stabilization=window
+        ),
+        st.integers(0, 3),
+        st.integers(1, 300),
+        st.floats(0.3, 1.0),
+        st.integers(0, 600),
+    ),
+    st.builds(
         lambda f, q, o, i, c, ttft: spec(
             kind="min-floor",
+            mode="thresholds",
             floor=f,
             queue_per_instance=q,
             scale_out_after=o,
@@ -37,14 +56,16 @@ policies_ = st.one_of(
         st.one_of(st.none(), st.floats(0.1, 1.0)),
     ),
     st.builds(
-        lambda q, a, i: spec(kind="scale-to-zero", queue_per_instance=q, activate_after=a, idle_after=i),
+        lambda q, a, i, w: spec(kind="scale-to-zero", queue_per_instance=q, activate_after=a, idle_after=i, max_wait=w),
         st.integers(1, 40),
         st.integers(0, 60),
         st.integers(0, 600),
+        st.one_of(st.none(), st.integers(60, 3600)),
     ),
     st.builds(
         lambda h, n: spec(
             kind="predictive",
+            reactive={"mode": "thresholds"},
             headroom=h,
             lead_time="5m",
             schedule=[{"cron": "0 */2 * * *", "until": "23:00", "instances": n}],
@@ -91,10 +112,11 @@ def test_every_decision_is_within_min_max_and_budget(
 @settings(max_examples=150, deadline=None)
 @given(
     st.builds(
-        lambda q, a, i: spec(kind="scale-to-zero", queue_per_instance=q, activate_after=a, idle_after=i),
+        lambda q, a, i, w: spec(kind="scale-to-zero", queue_per_instance=q, activate_after=a, idle_after=i, max_wait=w),
         st.integers(1, 40),
         st.integers(0, 60),
         st.integers(0, 600),
+        st.one_of(st.none(), st.integers(60, 3600)),
     ),
     st.integers(0, 10),
     ticks,

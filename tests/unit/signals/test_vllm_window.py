@@ -38,8 +38,22 @@ def test_window_quantiles_match_numpy_on_the_new_requests(generation: str) -> No
     bounds = snap(f"{generation}_2", 0).ttft.bounds  # type: ignore[union-attr]
     for name, q in QUANTILES.items():
         assert_within_bucket(getattr(figures, name), second_batch, q, bounds)
-    assert figures.request_rate == pytest.approx(len(second_batch) / 15.0)
+    # arrivals: the requests finished in the window plus the growth of what runs or waits
+    first, last = snap(f"{generation}_1", 1000.0), snap(f"{generation}_2", 1015.0)
+    growth = (last.running or 0) + (last.waiting or 0) - (first.running or 0) - (first.waiting or 0)
+    assert figures.request_rate == pytest.approx((len(second_batch) + growth) / 15.0)
     assert figures.window_s == 15.0
+
+
+def test_request_rate_is_the_arrival_rate_while_the_backlog_grows() -> None:
+    """A fleet that finishes 10 req/s while 20 arrive: the rate reads 20, the load, not 10, its capacity."""
+    window = VllmWindow(60.0)
+    window.add("a", VllmSnapshot(read_at=0.0, waiting=0, running=100, successes=1000, prompt_tokens=0))
+    window.add("a", VllmSnapshot(read_at=60.0, waiting=600, running=100, successes=1600, prompt_tokens=36_000))
+    figures = window.figures(["a"])
+    assert figures.request_rate == pytest.approx(20.0)
+    assert figures.prompt_tokens_rate == pytest.approx(600.0)
+    assert figures.generation_tokens_rate is None  # not reported: unknown, not 0
 
 
 def test_merging_two_servers_is_not_the_mean_of_their_quantiles() -> None:
@@ -72,7 +86,9 @@ def test_a_restart_between_scrapes_counts_the_new_process_from_zero() -> None:
     bounds = snap("new_3_restarted", 0).ttft.bounds  # type: ignore[union-attr]
     for name, q in QUANTILES.items():
         assert_within_bucket(getattr(figures, name), third, q, bounds)
-    assert figures.request_rate == pytest.approx(len(third) / 10.0)
+    first, last = snap("new_2", 1000.0), snap("new_3_restarted", 1010.0)
+    growth = (last.running or 0) + (last.waiting or 0) - (first.running or 0) - (first.waiting or 0)
+    assert figures.request_rate == pytest.approx(max(0.0, len(third) + growth) / 10.0)
     assert figures.preemptions is not None and figures.preemptions >= 0
 
 

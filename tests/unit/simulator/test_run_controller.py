@@ -23,6 +23,7 @@ tiers:
     serving: {target_concurrency: 100}
     policy:
       kind: min-floor
+      mode: thresholds
       floor: 1
       scale_out_after: 30s
       scale_in_after: 3m

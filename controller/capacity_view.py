@@ -1,0 +1,44 @@
+"""What a tier's target tracking has learned, for `scalectl describe tier` and the daemon's /metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.config import TierSpec
+from policies.boot import boot_time
+from policies.capacity import estimate, service_time, summary
+from policies.prior import capacity_prior
+from policies.spec import ReactiveRules
+from policies.types import PolicyState
+
+
+def tracking_rules(tier: TierSpec) -> ReactiveRules | None:
+    """The target-tracking rules of a tier's policy (min-floor, or predictive's reactive part), else None."""
+    policy = tier.policy
+    rules = getattr(policy, "reactive", policy)
+    if isinstance(rules, ReactiveRules) and rules.mode == "target":
+        return rules
+    return None
+
+
+def learned_capacity(tier: TierSpec, state: PolicyState) -> dict[str, Any] | None:
+    """Capacity per instance (prior, learned, clamped), service and boot times; None without target tracking."""
+    rules = tracking_rules(tier)
+    if rules is None:
+        return None
+    prior = rules.capacity if rules.capacity is not None else capacity_prior(tier.serving, tier.gpu, tier.gpu_count)
+    cap = estimate(state.learned, prior, learn=rules.learn_capacity)
+    svc = service_time(state.learned)
+    return {
+        "capacity_per_instance": round(cap.per_instance, 2),
+        "unit": "requests in flight",
+        "prior": round(prior, 2),
+        "learned": None if cap.learned is None else round(cap.learned, 2),
+        "requests_per_second_per_instance": None if not svc else round(cap.per_instance / svc, 2),
+        "service_time_s": svc,
+        "boot_time_s": boot_time(state.learned),
+        "target_utilization": rules.target_utilization,
+        "ttft_target_s": rules.ttft_target,
+        "why": cap.text,
+        "observations": [{"load_per_instance": x, "breached_share": b} for x, b in summary(state.learned)],
+    }

@@ -1,0 +1,240 @@
+"""Capacity per instance at the SLO: a prior, refined from the fleet's own TTFT-vs-load observations.
+
+Each tick with a settled fleet (the ready count unchanged for ``SETTLE_S``, so the TTFT window saw the
+same fleet) files one observation: the load per ready instance, and whether TTFT p95 met the target.
+Observations go into bins of 5% of the prior, as good/bad weights that halve every ``HALF_LIFE_S``
+(so the estimate follows a changed model or traffic mix). Estimate:
+
+- the knee: the split between bins that best separates good below from breached above (the fewest
+  observations on the wrong side), so a few unlucky windows are noise, not a knee; it needs a good bin
+  below it — TTFT over the target at every load seen is the traffic (long prompts), not capacity;
+- capacity: the knee's lower edge, the largest load that kept TTFT under the target;
+- no knee seen: the prior, or a load above it that held for ``RAISE_WEIGHT`` observations (minutes,
+  not a spike's first seconds);
+- clamped to [0.1×, 2×] the prior, and the reason says so.
+
+A breach at a load under a fifth of the prior says nothing about capacity (a long prompt, a cold cache):
+too little load to tell, not filed. Nor is a good TTFT while requests queue (more than 5% of the load
+waiting): the TTFT window lags a load that just rose, and the breach is on its way. The bins live in
+``PolicyState.learned``, persisted with the rest of the state, so a restart keeps what was learned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from policies.common import num
+
+BIN = 0.05  # bin width, as a share of the prior
+MAX_BIN = 50  # loads above 2.5× the prior share the last bin
+SETTLE_S = 60.0  # a changed ready count must hold this long before TTFT describes it
+HALF_LIFE_S = 6 * 3600.0
+MIN_WEIGHT = 6.0  # observations a bin needs before it counts
+RAISE_WEIGHT = 30.0  # observations a bin above the prior needs before capacity rises to it
+TOO_LITTLE = 0.2  # below this share of the prior, a breach is not the load's doing
+QUEUEING = 0.05  # more of the load than this waiting: a good TTFT is the window lagging, not capacity
+GOOD_SHARE = 0.25  # a bin is good when at most this share of it breached
+CLAMP = (0.1, 2.0)
+
+_PRIOR, _READY, _READY_SINCE, _LAST = "cap.prior", "cap.ready", "cap.ready_since", "cap.t"
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityEstimate:
+    per_instance: float  # what the policy divides by
+    prior: float
+    learned: float | None  # before the clamp; None when nothing is learned (the prior stands)
+    text: str  # for reasons and `describe tier`
+
+
+def _good_key(i: int) -> str:
+    return f"cap.b{i}.good"
+
+
+def _bad_key(i: int) -> str:
+    return f"cap.b{i}.bad"
+
+
+def observe(
+    learned: Mapping[str, float],
+    *,
+    now: float,
+    prior: float,
+    load: float | None,
+    ready: int,
+    ttft: float | None,
+    target: float,
+    waiting: float | None = None,
+) -> dict[str, float]:
+    """File one observation (when it can tell something) and return the new learned figures."""
+    out = dict(learned)
+    if out.get(_PRIOR) != prior:  # bins are in units of the prior: a new prior starts afresh
+        out = {k: v for k, v in out.items() if not k.startswith("cap.")}
+        out[_PRIOR] = prior
+    if out.get(_READY) != ready:
+        out[_READY], out[_READY_SINCE] = float(ready), now
+        return out
+    if ready < 1 or load is None or ttft is None or now - out.get(_READY_SINCE, now) < SETTLE_S:
+        return out
+    share = load / ready / prior
+    breached = ttft > target
+    if breached and share < TOO_LITTLE:
+        return out
+    if not breached and waiting is not None and waiting > QUEUEING * load:
+        return out  # requests queue: TTFT over the window lags, and is about to breach; not evidence it holds
+    last = out.get(_LAST)
+    if last is not None and now > last:
+        factor = 0.5 ** ((now - last) / HALF_LIFE_S)
+        for key in [k for k in out if k.startswith("cap.b")]:
+            out[key] = round(out[key] * factor, 4)
+    out[_LAST] = now
+    i = min(MAX_BIN, int(share / BIN))
+    key = _bad_key(i) if breached else _good_key(i)
+    out[key] = out.get(key, 0.0) + 1.0
+    return out
+
+
+def _bins(learned: Mapping[str, float]) -> list[tuple[int, float, float]]:
+    """(bin, good weight, bad weight) of the well-observed bins, lowest load first."""
+    found = set()
+    for key in learned:
+        if key.startswith("cap.b"):
+            found.add(int(key[5:].split(".", 1)[0]))
+    rows = []
+    for i in sorted(found):
+        good, bad = learned.get(_good_key(i), 0.0), learned.get(_bad_key(i), 0.0)
+        if good + bad >= MIN_WEIGHT:
+            rows.append((i, good, bad))
+    return rows
+
+
+def _held_above_prior(rows: list[tuple[int, float, float]]) -> int | None:
+    """The highest bin above the prior that held long (``RAISE_WEIGHT`` observations, hardly a breach).
+    A load above the prior is usually a spike's onset, held for seconds before its breach shows: raising
+    capacity takes minutes of it."""
+    found = None
+    for i, good, bad in rows:
+        if (i + 1) * BIN > 1 and good + bad >= RAISE_WEIGHT and bad <= GOOD_SHARE * (good + bad):
+            found = i
+    return found
+
+
+def _knee(rows: list[tuple[int, float, float]]) -> int | None:
+    """The split that explains the observations best: good below it, breached from it on. The fewest
+    observations on the wrong side wins (ties: the lower knee, the safer one); None when "no knee at all"
+    explains them best. Noise on either side costs a few observations; it never moves the split far."""
+    best, best_error = None, sum(r[2] for r in rows)  # no knee: every breach is on the wrong side
+    bad_below = 0.0
+    good_above = sum(r[1] for r in rows)
+    seen_good = False  # a knee needs a load that held below it: breaches at every load are not capacity
+    for i, good, bad in rows:
+        error = bad_below + good_above
+        if seen_good and error <= best_error:
+            best, best_error = i, error
+        seen_good = seen_good or bad <= GOOD_SHARE * (good + bad)
+        bad_below += bad
+        good_above -= good
+    return best
+
+
+def estimate(learned: Mapping[str, float], prior: float, *, learn: bool = True) -> CapacityEstimate:
+    """Capacity per instance from the prior and the observations (see the module docstring)."""
+    if not learn:
+        return CapacityEstimate(prior, prior, None, f"capacity {num(round(prior, 1))} per instance")
+    rows = _bins(learned) if learned.get(_PRIOR) == prior else []
+    knee = _knee(rows)
+    value: float | None
+    above = _held_above_prior(rows)
+    ceiling = max(prior, (above + 1) * BIN * prior if above is not None else prior)
+    if knee is not None:
+        # above the prior only as far as minutes of evidence reach: a spike's first seconds run there calmly
+        value = round(min(knee * BIN * prior, ceiling), 6)
+        how = f"learned: TTFT breached from {num(round(value, 1))} per instance"
+    elif above is not None:
+        value = round((above + 1) * BIN * prior, 6)
+        how = f"learned: TTFT held at {num(round(value, 1))} per instance"
+    else:
+        value = None
+        how = "prior; no load high enough yet to learn from"
+    if value is None:
+        return CapacityEstimate(prior, prior, None, f"capacity {num(round(prior, 1))} per instance ({how})")
+    low, high = CLAMP[0] * prior, CLAMP[1] * prior
+    clamped = min(max(value, low), high)
+    note = f"{how}; prior {num(round(prior, 1))}"
+    if clamped != value:
+        edge = "a tenth of" if clamped == low else "twice"
+        note += f"; {num(round(value, 1))} clamped to {edge} the prior"
+    clamped = max(clamped, 1e-9)
+    return CapacityEstimate(clamped, prior, value, f"capacity {num(round(clamped, 1))} per instance ({note})")
+
+
+def summary(learned: Mapping[str, float]) -> list[tuple[float, float]]:
+    """The well-observed bins as (load per instance, share of breaches), lowest first, for `describe tier`."""
+    prior = learned.get(_PRIOR)
+    if not prior:
+        return []
+    return [(round(i * BIN * prior, 1), round(bad / (good + bad), 3)) for i, good, bad in _bins(learned)]
+
+
+_SERVICE = "svc.time"
+SERVICE_HALF_LIFE_S = 600.0
+HEALTHY_WAITING = 0.05  # share of the requests in flight that may wait in a tick that times service
+STEADY = 0.2  # the last ticks' rate within this share of the window's: a steady tick
+
+
+def observe_service_time(
+    learned: Mapping[str, float], *, now: float, in_flight: float | None, waiting: float | None, rate: float | None,
+    ttft_ok: bool,
+) -> dict[str, float]:  # fmt: skip
+    """Time a request spends in flight when nothing queues (in flight ÷ arrival rate, Little's law), as a
+    moving average with a 10-minute half-life; only from healthy, steady ticks: an overload's backlog is
+    wait, not service, and while the rate moves (the reading window lags the last ticks by more than 20%)
+    in flight and rate describe different moments."""
+    out = dict(learned)
+    if not ttft_ok or in_flight is None or not rate or rate <= 0 or in_flight <= 0:
+        return out
+    fast = out.get(_FAST)
+    if fast is None or abs(fast - rate) > STEADY * rate:
+        return out
+    if (waiting or 0.0) > HEALTHY_WAITING * in_flight:
+        return out
+    sample = in_flight / rate
+    previous, last = out.get(_SERVICE), out.get(_SERVICE + ".t")
+    if previous is None or last is None:
+        out[_SERVICE] = round(sample, 4)
+    else:
+        keep = 0.5 ** (max(0.0, now - last) / SERVICE_HALF_LIFE_S)
+        out[_SERVICE] = round(keep * previous + (1 - keep) * sample, 4)
+    out[_SERVICE + ".t"] = now
+    return out
+
+
+def service_time(learned: Mapping[str, float]) -> float | None:
+    return learned.get(_SERVICE)
+
+
+_FAST, _FAST_T = "rate.fast", "rate.t"
+FAST_HALF_LIFE_S = 30.0
+
+
+def observe_fast_rate(learned: Mapping[str, float], *, now: float, arrivals: float | None) -> dict[str, float]:
+    """Arrivals per second over the last few ticks (30-second half-life), from the per-tick arrival count:
+    a spike shows within a tick or two instead of after the reading window (a minute) fills."""
+    out = dict(learned)
+    last = out.get(_FAST_T)
+    out[_FAST_T] = now
+    if arrivals is None:
+        out.pop(_FAST, None)  # a gap: start afresh, never carry an old rate across it
+        return out
+    if last is None or now <= last:
+        return out
+    sample = arrivals / (now - last)
+    keep = 0.5 ** ((now - last) / FAST_HALF_LIFE_S)
+    previous = out.get(_FAST)
+    out[_FAST] = round(sample if previous is None else keep * previous + (1 - keep) * sample, 4)
+    return out
+
+
+def fast_rate(learned: Mapping[str, float]) -> float | None:
+    return learned.get(_FAST)

@@ -1,0 +1,43 @@
+"""The prior for capacity per instance: the requests one server runs at once, as `scalectl plan` sizes it.
+
+vLLM admits up to ``--max-num-seqs`` sequences (the sizing rules set it to 2× ``serving.target_concurrency``,
+capped at the KV-cache slots); every request beyond that waits, and its TTFT grows with the wait. Poisson
+arrivals fill the last slots only in bursts, and a fuller batch makes every decode step slower, so queueing
+starts before the limit: at about ``KNEE_SHARE`` of it (the calibrated instance model breaks between 80%
+and 90% of its sequence slots). That is the prior. Where prefill compute runs out first (long prompts),
+TTFT breaks earlier, and the fleet's own TTFT observations bring it down (policies/capacity.py).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+from sizing.errors import SizingError
+from sizing.gpus import UnknownGpu
+from sizing.plan import make_plan
+from sizing.spec import ServingSpec
+from sizing.vllm_args import SEQS_PER_TARGET
+
+KNEE_SHARE = 0.8
+
+
+@lru_cache(maxsize=256)
+def capacity_prior(serving: ServingSpec, gpu: str, gpu_count: int) -> float:
+    """Requests in flight one server carries at the latency target, before anything is learned."""
+    admitted = float(math.ceil(serving.target_concurrency * SEQS_PER_TARGET))
+    try:
+        plan = make_plan(
+            serving.model,
+            gpu,
+            weights=serving.weights_dtype,
+            kv=serving.kv_cache_dtype,
+            max_model_len=serving.effective_max_model_len,
+            gpu_memory_utilization=serving.gpu_memory_utilization,
+            gpu_count=gpu_count,
+            config_json=serving.config_json,
+            runtime_overhead_gib=serving.runtime_overhead_gib,
+        )
+    except (SizingError, UnknownGpu, ValueError, OSError):
+        return admitted * KNEE_SHARE  # a model or GPU the catalogue cannot size: the flags alone
+    return min(admitted, float(plan.math.slots)) * KNEE_SHARE

@@ -1,0 +1,199 @@
+"""Target tracking (``mode: target``, the default of min-floor and of predictive's reactive part).
+
+need = ceil(load ÷ (capacity per instance × target utilisation)), with load = requests in flight
+(policies/load.py) and capacity from policies/capacity.py. Then, the way Kubernetes' HPA behaves:
+
+- scale out in the tick the need exceeds the count, straight to the need; a TTFT breach (p95 over the
+  target) with no instance on its way adds what the measured excess (requests waiting) needs, at least one;
+  no scale-in while TTFT breaches;
+- scale in only to the highest need over the last ``stabilization`` seconds (a need recorded 4m59s ago
+  still counts with a 5m window; one from 5m01s ago does not), and only once a full window of known load
+  has been seen; at most ``scale_in_max_fraction`` of the fleet per ``scale_in_period``. The needs kept for
+  scale-in count the load ``tolerance`` (10%) higher, a dead band against flapping at a boundary;
+- no work at all (nothing in flight, nothing arriving) for ``idle_after``: straight back to the floor;
+- load unknown (missing or stale figures): hold, never scale in, and say so; the window starts again.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+from policies.capacity import (
+    CapacityEstimate,
+    estimate,
+    fast_rate,
+    observe,
+    observe_fast_rate,
+    observe_service_time,
+    service_time,
+)
+from policies.common import ceil_count, dur, latency, num
+from policies.load import Load, load_of, offered, rate_text
+from policies.spec import ReactiveRules
+from policies.types import Decision, PolicyInput, PolicyState
+
+DRAIN_S = 120.0  # a backlog met by a breach is served within about one boot
+KNOWN = "load_known"  # since when the load has been known without a gap
+IDLE = "idle"
+SCALED_IN = "scaled_in"  # the last scale-in (for the bounded rate)
+
+
+def capacity_for(rules: ReactiveRules, inp: PolicyInput, state: PolicyState) -> CapacityEstimate | None:
+    prior = rules.capacity if rules.capacity is not None else inp.capacity_prior
+    if prior is None:
+        return None
+    return estimate(state.learned, prior, learn=rules.learn_capacity)
+
+
+def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load) -> PolicyState:
+    signals = inp.signals
+    tail = signals.ttft_p95_s
+    learned = observe_service_time(
+        observe_fast_rate(inp.state.learned, now=inp.now, arrivals=signals.arrivals),
+        now=inp.now,
+        in_flight=load.in_flight,
+        waiting=load.waiting,
+        rate=load.rate,
+        ttft_ok=tail is None or tail <= rules.ttft_target,
+    )
+    prior = rules.capacity if rules.capacity is not None else inp.capacity_prior
+    if prior is None or not rules.learn_capacity:
+        return replace(inp.state, learned=learned)
+    learned = observe(
+        learned,
+        now=inp.now,
+        prior=prior,
+        load=load.in_flight,
+        ready=inp.current - inp.booting,
+        ttft=tail,
+        target=rules.ttft_target,
+        waiting=load.waiting,
+    )
+    return replace(inp.state, learned=learned)
+
+
+def _window(state: PolicyState, now: float, need: int, window: float) -> PolicyState:
+    """Add this tick's need to the sliding-window maximum and drop what fell out of the window."""
+    kept = [(t, n) for t, n in state.needs if t >= now - window and n > need]
+    return replace(state, needs=(*kept, (now, float(need))))
+
+
+def _since(state: PolicyState, name: str, now: float | None) -> PolicyState:
+    since = dict(state.since)
+    if now is None:
+        since.pop(name, None)
+    else:
+        since[name] = now
+    return replace(state, since=since)
+
+
+def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
+    now, current = inp.now, inp.current
+    load = load_of(inp.signals)
+    state = _learn(rules, inp, load)
+    fast = fast_rate(state.learned)
+    if load.rate is not None and fast is not None and fast > load.rate:
+        load = replace(load, rate=fast)  # the last few ticks run ahead of the reading window
+    cap = capacity_for(rules, inp, state)
+    if cap is None or not load.known:
+        state = replace(state.with_condition(KNOWN, False, now).with_condition(IDLE, False, now), needs=())
+        if cap is None:
+            why = "capacity per instance unknown: set policy `capacity` (requests in flight one instance serves)"
+        else:
+            why = f"{load.text()} (no scale-in on missing data)"
+        if current < floor:
+            return Decision(floor, f"{why}; {current} is below the floor {floor} → {floor}", state, load.in_flight)
+        return Decision(current, f"{why} → hold {current}", state, load.in_flight)
+
+    assert load.in_flight is not None
+    per = cap.per_instance * rules.target_utilization
+    svc = service_time(state.learned)
+    asked = offered(load, svc)
+    assert asked is not None
+    need = max(floor, ceil_count(asked / per))
+    basis = _basis(load, cap, svc, rules.target_utilization)
+    state = state.with_condition(KNOWN, True, now).with_condition(IDLE, load.idle, now)
+    keep = max(floor, ceil_count(asked * (1 + rules.tolerance) / per))
+    state = _window(state, now, keep, rules.stabilization)
+
+    breach = _breach(rules, inp, per, need, svc)
+    if breach is not None and breach[0] > need:
+        need_out, breach_text = breach
+    else:
+        need_out, breach_text = need, ""
+    if need_out > current:
+        if need_out > need:  # what the breach asked for is a need too: the window keeps it
+            state = _window(state, now, need_out, rules.stabilization)
+        text = f"{basis} → {need}" + (f"; {breach_text} → {need_out}" if breach_text else "")
+        return Decision(need_out, text, state, load.in_flight)
+    if current < floor:
+        text = f"{basis} → {need}; {current} is below the floor {floor} → {floor}"
+        return Decision(floor, text, state, load.in_flight)
+    if breach is not None:  # TTFT over the target: never the moment to scale in
+        return Decision(current, f"{basis} → {need}; {breach[1]} → hold {current}", state, load.in_flight)
+
+    idle_for = state.held_for(IDLE, now)
+    if load.idle and idle_for >= rules.idle_after and current > floor:
+        state = _since(state, SCALED_IN, now)
+        return Decision(floor, f"no work at all for {dur(idle_for)} → floor {floor}", state, load.in_flight)
+    return _scale_in(rules, floor, inp, state, need, basis, load)
+
+
+def _basis(load: Load, cap: CapacityEstimate, svc: float | None, utilisation: float) -> str:
+    """``load 312 req/s ÷ (41 req/s × 0.85)``: in requests per second once the service time is known."""
+    if load.rate is not None and svc is not None:
+        per_rate = rate_text(cap.per_instance / svc)
+        text = f"load {rate_text(load.rate)} ÷ ({per_rate} × {utilisation:g})"
+        if load.running is not None and load.running > load.rate * svc:
+            text += f" ({num(round(load.running))} running)"
+        return text
+    return (
+        f"load {num(round(load.in_flight or 0, 1))} in flight ÷ ({num(round(cap.per_instance, 1))} × {utilisation:g})"
+    )
+
+
+def _breach(rules: ReactiveRules, inp: PolicyInput, per: float, need: int, svc: float | None) -> tuple[int, str] | None:
+    """A TTFT breach the load figures do not explain: add what the requests waiting need (at least one),
+    unless instances are already on their way (their capacity is the answer to the same symptom). The
+    waiting requests are a backlog, not a steady load: with a known service time they need the instances
+    that serve them within ``DRAIN_S`` (per-instance rate × DRAIN_S each), else one slot each."""
+    p95 = inp.signals.ttft_p95_s
+    if p95 is None or p95 <= rules.ttft_target:
+        return None
+    text = f"TTFT p95 {latency(p95)} > {latency(rules.ttft_target)}"
+    if inp.booting > 0:
+        return need, f"{text}, {inp.booting} instance(s) still booting"
+    waiting = inp.signals.requests_waiting
+    if waiting is None:
+        waiting = inp.signals.queue_depth or 0.0
+    per_backlog = per if svc is None else per / svc * DRAIN_S
+    extra = max(1, ceil_count(waiting / per_backlog))
+    return max(need, inp.current) + extra, f"{text} with {num(round(waiting))} waiting: +{extra}"
+
+
+def _scale_in(
+    rules: ReactiveRules, floor: int, inp: PolicyInput, state: PolicyState, need: int, basis: str, load: Load
+) -> Decision:
+    now, current = inp.now, inp.current
+    highest = int(max(n for _, n in state.needs))
+    window = dur(rules.stabilization) + (f", load +{rules.tolerance:.0%}" if rules.tolerance else "")
+    if highest >= current:
+        detail = f"highest need over {window} {highest}" if need < current else "enough"
+        return Decision(current, f"{basis} → {need}; {detail} → hold {current}", state, load.in_flight)
+    seen = state.held_for(KNOWN, now)
+    if seen < rules.stabilization:
+        text = f"{basis} → {need}; load known for {dur(seen)} of the {window} window → hold {current}"
+        return Decision(current, text, state, load.in_flight)
+    last_in = state.since.get(SCALED_IN)
+    if last_in is not None and now - last_in < rules.scale_in_period:
+        wait = dur(rules.scale_in_period - (now - last_in))
+        text = f"{basis} → {need}; next scale-in step in {wait} → hold {current}"
+        return Decision(current, text, state, load.in_flight)
+    step = max(1, math.floor(current * rules.scale_in_max_fraction))
+    target = max(highest, current - step, floor)
+    text = f"{basis} → {need}; highest need over {window} {highest}"  # the window's need, with tolerance
+    if target > highest:
+        text += f"; at most {step} per {dur(rules.scale_in_period)}"
+    state = _since(state, SCALED_IN, now)
+    return Decision(target, f"{text} → {target}", state, load.in_flight)

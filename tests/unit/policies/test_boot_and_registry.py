@@ -1,0 +1,65 @@
+"""Measured create→ready time (the default lead time) and the policy-kind registry."""
+
+from __future__ import annotations
+
+import typing
+
+from controller.config import ConfigError, parse_config
+from policies import boot
+from policies.predictive import DEFAULT_LEAD_TIME_S, lead_time_of
+from policies.registry import KINDS, forecast_of, kind_of
+from policies.spec import PolicySpec
+from tests.unit.policies.helpers import spec
+
+
+def test_boot_time_is_the_90th_percentile_of_launch_to_ready() -> None:
+    learned: dict[str, float] = {}
+    learned = boot.observe(learned, now=0, ready=2, current=2, desired=5)  # three launches at t=0
+    assert boot.boot_time(learned) is None
+    learned = boot.observe(learned, now=120, ready=3, current=5, desired=5)
+    learned = boot.observe(learned, now=200, ready=5, current=5, desired=5)
+    assert boot.boot_time(learned) == 200  # samples 120, 200, 200
+    learned = boot.observe(learned, now=300, ready=5, current=5, desired=8)
+    learned = boot.observe(learned, now=310, ready=5, current=8, desired=6)  # one launch withdrawn
+    learned = boot.observe(learned, now=400, ready=6, current=6, desired=6)
+    assert sorted(v for k, v in learned.items() if k.startswith("boot.s.")) == [100, 120, 200, 200]
+    assert not any(k.startswith("boot.p.") for k in learned)
+
+
+def test_lead_time_is_the_configured_one_else_the_measured_boot_else_five_minutes() -> None:
+    window = [{"cron": "0 8 * * *", "until": "18:00", "instances": 2}]
+    configured = spec(kind="predictive", lead_time="10m", schedule=window)
+    measured = spec(kind="predictive", schedule=window)
+    assert lead_time_of(configured, 200.0) == 600  # type: ignore[arg-type]
+    assert lead_time_of(measured, 200.0) == 200  # type: ignore[arg-type]
+    assert lead_time_of(measured, None) == DEFAULT_LEAD_TIME_S  # type: ignore[arg-type]
+
+
+def test_the_registry_covers_every_kind_of_the_spec_union() -> None:
+    union = typing.get_args(typing.get_args(PolicySpec)[0])
+    assert {KINDS[name].spec for name in KINDS} == set(union)
+    for name, kind in KINDS.items():
+        assert kind.external == (name == "external")
+    forecasting = spec(kind="predictive", forecast={"periods": ["1d"]})
+    assert forecast_of(forecasting) is not None
+    assert forecast_of(spec(kind="min-floor")) is None
+    assert kind_of(spec(kind="scale-to-zero")).name == "scale-to-zero"
+
+
+def test_config_errors_name_the_field_without_the_kind_tag() -> None:
+    text = """
+tiers:
+  web:
+    capacity: on-demand
+    gpu: L40S
+    providers: [simulated]
+    min: 1
+    max: 4
+    policy: {kind: min-floor, target_utilization: 2}
+"""
+    try:
+        parse_config(text, "tiers.yaml")
+    except ConfigError as exc:
+        assert 'tier "web": policy.target_utilization' in str(exc)
+    else:
+        raise AssertionError("expected a ConfigError")

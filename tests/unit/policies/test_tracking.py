@@ -1,0 +1,183 @@
+"""Target tracking: every rule at its boundaries (stabilisation window, deficit sizing, idle, unknown load)."""
+
+from __future__ import annotations
+
+import pytest
+
+from policies.types import Bounds
+from tests.unit.policies.helpers import Runner, spec
+
+# capacity 100 in flight per instance × 0.85 = 85 per instance; no learning, no tolerance: plain arithmetic
+PLAIN = {
+    "kind": "min-floor",
+    "floor": 1,
+    "capacity": 100,
+    "target_utilization": 0.85,
+    "learn_capacity": False,
+    "tolerance": 0,
+}
+
+
+def runner(current: int, **fields: object) -> Runner:
+    return Runner(spec(**{**PLAIN, **fields}), bounds=Bounds(min=1, max=40), current=current)
+
+
+def vllm(in_flight: float, waiting: float = 0.0, **more: float | None) -> dict[str, float | None]:
+    """What a vLLM tier's reading holds: gauges and TTFT, no Celery queue (an HTTP-only tier)."""
+    return {"requests_running": in_flight - waiting, "requests_waiting": waiting, "ttft_p95_s": 0.2, **more}
+
+
+def test_scale_out_is_sized_to_the_deficit_in_one_tick() -> None:
+    run = runner(current=4)
+    decision = run.tick(0, **vllm(850))
+    assert decision.desired == 10  # ceil(850 / 85), not 4 + 1
+    assert decision.reason == "load 850 in flight ÷ (100 × 0.85) → 10"
+
+
+def test_a_need_that_fits_exactly_holds() -> None:
+    assert runner(current=10).tick(0, **vllm(850)).desired == 10
+    assert runner(current=10).tick(0, **vllm(851)).desired == 11
+
+
+def _quiet_after_busy(run: Runner) -> None:
+    for t in range(-400, 1, 10):  # a full window of known, busy load: need 10
+        run.tick(t, **vllm(850))
+    assert run.current == 10
+
+
+@pytest.mark.parametrize(("at", "expected"), [(299, 10), (301, 5)])
+def test_scale_in_waits_for_the_busy_need_to_leave_the_5_minute_window(at: int, expected: int) -> None:
+    run = runner(current=10)
+    _quiet_after_busy(run)
+    for t in range(10, at, 10):
+        assert run.tick(t, **vllm(170)).desired == 10  # need 2, but the window still holds 10
+    decision = run.tick(at, **vllm(170))
+    assert decision.desired == expected  # 5:01: the highest need is 2; at most half the fleet per step
+    if expected < 10:
+        assert "highest need over 5m 2; at most 5 per 1m" in decision.reason
+
+
+def test_scale_in_steps_at_a_bounded_rate_to_the_window_need() -> None:
+    run = runner(current=10)
+    _quiet_after_busy(run)
+    seen = [run.tick(t, **vllm(170)).desired for t in range(10, 500, 10)]
+    assert seen[seen.index(5) :].count(5) == 6  # 60 s between steps (ticks 301..351)
+    assert seen[-1] == 2  # 10 → 5 → 3 → 2 (the need), never below it
+
+
+def test_scale_in_keeps_the_highest_need_of_the_window_not_the_last_sample() -> None:
+    run = runner(current=10)
+    _quiet_after_busy(run)
+    for t in range(10, 301, 10):
+        run.tick(t, **vllm(500 if t == 200 else 170))  # one busy moment at 200 s: need 6
+    assert run.tick(310, **vllm(170)).desired == 6
+    assert "highest need over 5m 6" in run.decisions[-1].reason
+
+
+def test_tolerance_keeps_a_load_at_a_boundary_from_flapping() -> None:
+    run = runner(current=10, tolerance=0.1)
+    _quiet_after_busy(run)
+    for t in range(10, 700, 10):
+        run.tick(t, **vllm(740))  # need ceil(740 / 85) = 9, but 10 with 10% on top
+    assert run.current == 10
+    assert "→ 9; highest need over 5m, load +10% 10 → hold 10" in run.decisions[-1].reason
+
+
+def test_an_http_only_tier_scales_in() -> None:
+    """No Celery queue at all: vLLM's gauges are the load, so quiet TTFT and little in flight scale in."""
+    run = runner(current=8)
+    for t in range(0, 1200, 15):
+        run.tick(t, requests_running=40, requests_waiting=0, ttft_p95_s=0.1)
+    assert run.current == 1
+
+
+def test_no_work_at_all_for_the_idle_window_returns_to_the_floor_at_once() -> None:
+    run = Runner(spec(**{**PLAIN, "floor": 2}), bounds=Bounds(min=0, max=40), current=8)
+    for t in range(0, 300, 10):
+        assert run.tick(t, **vllm(0), request_rate=0).desired == 8
+    decision = run.tick(300, **vllm(0), request_rate=0)
+    assert decision.desired == 2
+    assert decision.reason == "no work at all for 5m → floor 2"
+
+
+@pytest.mark.parametrize(
+    ("signals", "why"),
+    [
+        ({}, "no vLLM or queue figures"),
+        ({"requests_running": 40.0}, "num_requests_waiting missing"),
+        ({"queue_depth": 3.0}, "Celery in-flight count missing"),
+    ],
+)
+def test_unknown_load_holds_never_scales_in_and_says_so(signals: dict[str, float], why: str) -> None:
+    run = runner(current=6)
+    for t in range(0, 1800, 15):
+        decision = run.tick(t, **signals)
+        assert decision.desired == 6
+    assert why in decision.reason and "no scale-in on missing data" in decision.reason
+
+
+def test_unknown_load_never_goes_to_zero() -> None:
+    run = Runner(spec(**{**PLAIN, "floor": 0}), bounds=Bounds(min=0, max=40), current=3)
+    for t in range(0, 1800, 15):
+        assert run.tick(t).desired == 3
+
+
+def test_a_gap_in_the_load_restarts_the_window() -> None:
+    run = runner(current=10)
+    _quiet_after_busy(run)
+    for t in range(10, 300, 10):
+        run.tick(t, **vllm(170))
+    run.tick(300)  # unknown
+    for t in range(310, 600, 10):
+        assert run.tick(t, **vllm(170)).desired == 10, t  # a full window of known load is needed again
+    assert "load known for 4m40s of the 5m window" in run.decisions[-1].reason  # known again since 310 s
+    assert run.tick(610, **vllm(170)).desired == 5
+
+
+def test_a_ttft_breach_the_load_does_not_explain_adds_what_the_waiting_requests_need() -> None:
+    run = runner(current=10)
+    decision = run.tick(0, **vllm(800, waiting=170, ttft_p95_s=0.9))
+    assert decision.desired == 12  # need 10 = current; 170 waiting need 2 more
+    assert "TTFT p95 900ms > 500ms with 170 waiting: +2" in decision.reason
+
+
+def test_a_breach_adds_nothing_while_instances_boot() -> None:
+    run = runner(current=10)
+    decision = run.tick(0, booting=2, **vllm(800, waiting=170, ttft_p95_s=0.9))
+    assert decision.desired == 10
+    assert "2 instance(s) still booting" in decision.reason
+
+
+def test_with_a_service_time_the_reason_is_in_requests_per_second() -> None:
+    run = runner(current=2)
+    for t in range(0, 120, 10):  # 100 in flight at 40 req/s: 2.5 s per request
+        run.tick(t, **vllm(100), request_rate=40, arrivals=400)
+    decision = run.tick(120, **vllm(100), request_rate=160, arrivals=1600)  # in flight has not caught up yet
+    assert decision.desired == 5  # 160 × 2.5 = 400 in flight ÷ 85 → 5
+    assert decision.reason == "load 160 req/s ÷ (40 req/s × 0.85) → 5"
+
+
+def test_the_last_ticks_arrivals_lead_the_reading_window() -> None:
+    run = runner(current=2)
+    for t in range(0, 120, 10):
+        run.tick(t, **vllm(100), request_rate=40, arrivals=400)
+    for t in (120, 130, 140, 150):  # a spike: the windowed rate has barely moved, the per-tick arrivals have
+        decision = run.tick(t, **vllm(100), request_rate=45, arrivals=1600)
+    # 30 s half-life: 40 → 64.7 → 84.3 → 99.9 → 112.3 req/s; × 2.5 s = 281 in flight ÷ 85 → 4
+    assert decision.desired == 4
+
+
+def test_threshold_settings_without_threshold_mode_are_refused() -> None:
+    with pytest.raises(ValueError, match="queue_per_instance only apply to `mode: thresholds`"):
+        spec(kind="min-floor", queue_per_instance=50)
+    assert spec(kind="min-floor", mode="thresholds", queue_per_instance=50) is not None
+
+
+def test_a_breach_sizes_its_backlog_to_drain_in_two_minutes_once_the_service_time_is_known() -> None:
+    run = runner(current=10)
+    for t in range(0, 120, 10):  # 850 in flight at 340 req/s: 2.5 s per request; 10 instances needed
+        run.tick(t, **vllm(850), request_rate=340, arrivals=3400)
+    decision = run.tick(120, **vllm(850 + 3000, waiting=3000, ttft_p95_s=4.0), request_rate=340, arrivals=3400)
+    # 3,000 waiting ÷ (34 req/s per instance × 120 s) → +1, not 3,000 ÷ 85 = +36 instances
+    assert decision.desired == 11
+    assert "TTFT p95 4000ms > 500ms with 3000 waiting: +1 → 11" in decision.reason

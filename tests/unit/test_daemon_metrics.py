@@ -1,0 +1,34 @@
+"""The daemon's /metrics: the capacity gauge of target-tracking tiers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import generate_latest
+
+from controller.config import load_config
+from controller.metrics import DaemonMetrics
+from controller.reconciler.loop import TickReport
+from controller.store.db import make_engine
+from controller.store.models import Base
+from controller.store.repository import Store
+from policies.types import PolicyState
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiers.yaml"
+
+
+def test_capacity_per_instance_is_a_gauge_per_target_tracking_tier() -> None:
+    config, text = load_config(EXAMPLE)
+    engine = make_engine("sqlite://")
+    Base.metadata.create_all(engine)
+    store = Store(engine)
+    store.apply_config(config, text, "test", 0.0)
+    learned = {"cap.prior": 160.0, "cap.b10.good": 20.0, "cap.b12.bad": 20.0}  # breached from 96 per instance
+    with store.sessions.begin() as session:
+        store.save_policy_state(session, "orchestrator", PolicyState(learned=learned), 3, 1.0)
+    metrics = DaemonMetrics()
+    metrics.observe_tick(TickReport(t=1.0), store, 0.01)
+    text_out = generate_latest(metrics.registry).decode()
+    assert 'scalectl_tier_capacity_per_instance{source="prior",tier="orchestrator"} 160.0' in text_out
+    assert 'scalectl_tier_capacity_per_instance{source="used",tier="orchestrator"} 96.0' in text_out
+    assert 'tier="research"' not in text_out.split("scalectl_tier_capacity_per_instance", 1)[1].split("# HELP", 1)[0]
