@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from controller.config import FleetConfig, TierSpec
@@ -164,10 +165,19 @@ def with_policy(config: FleetConfig, tier: str, policy: Mapping[str, Any]) -> Fl
     return config.model_copy(update={"tiers": tiers})
 
 
+def text_with_policy(text: str, tier: str, policy: Mapping[str, Any]) -> str:
+    """The tiers file with one tier's policy block replaced: the store keeps (and the controller reads)
+    the configuration as text, so a trial's settings must be in the text, not only in the parsed model."""
+    document = yaml.safe_load(text)
+    document["tiers"][tier]["policy"] = dict(policy)
+    return str(yaml.safe_dump(document, sort_keys=False))
+
+
 def run_trial(job: TrialJob) -> tuple[float, float | None]:
     """Cost and SLO attainment of the tier with ``job.policy`` on the workload."""
     config = with_policy(job.config, job.tier, job.policy)
-    result = simulate(config, job.config_text, job.workload, options=RunOptions(baselines=False))
+    text = text_with_policy(job.config_text, job.tier, job.policy)
+    result = simulate(config, text, job.workload, options=RunOptions(baselines=False))
     outcome = result.report.tiers[job.tier]
     return outcome.cost, outcome.slo_attainment
 

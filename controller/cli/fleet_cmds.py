@@ -7,10 +7,8 @@ from typing import Any
 import typer
 
 from clocks import SystemClock
-from controller.capacity_view import learned_capacity
 from controller.cli.context import open_store, settings, user_errors
 from controller.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
-from controller.config import TierSpec
 from controller.ha.replica import read_replicas
 from controller.status import COLUMNS, fleet_status, replicas_status
 from controller.store.repository import Store
@@ -92,6 +90,9 @@ def register(app: typer.Typer) -> None:
             recent = store.decisions(name, limit=decisions)
             instances = store.instances(name)
             status = next((r for r in fleet_status(store) if r["tier"] == name), {})
+            from controller.capacity_view import learned_capacity  # the tiers-file models: describe only
+            from controller.config import TierSpec
+
             now = _now(store)
             state = store.policy_states().get(name, (PolicyState(), None))[0]
             capacity = learned_capacity(TierSpec.model_validate(specs[name]), state)

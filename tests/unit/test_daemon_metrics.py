@@ -8,7 +8,6 @@ from prometheus_client import generate_latest
 
 from controller.config import load_config
 from controller.metrics import DaemonMetrics
-from controller.reconciler.loop import TickReport
 from controller.store.db import make_engine
 from controller.store.models import Base
 from controller.store.repository import Store
@@ -27,7 +26,7 @@ def test_capacity_per_instance_is_a_gauge_per_target_tracking_tier() -> None:
     with store.sessions.begin() as session:
         store.save_policy_state(session, "orchestrator", PolicyState(learned=learned), 3, 1.0)
     metrics = DaemonMetrics()
-    metrics.observe_tick(TickReport(t=1.0), store, 0.01)
+    metrics.observe_capacity(store)
     text_out = generate_latest(metrics.registry).decode()
     assert 'scalectl_tier_capacity_per_instance{source="prior",tier="orchestrator"} 160.0' in text_out
     assert 'scalectl_tier_capacity_per_instance{source="used",tier="orchestrator"} 96.0' in text_out

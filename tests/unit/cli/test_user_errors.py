@@ -96,7 +96,7 @@ def test_validation_reports_every_problem_in_one_run(cli: CliRunner, tmp_path: P
     text = text.replace("[simulated]", "[nebula]", 1)  # orchestrator: unknown provider
     text = text.replace("idle_after: 5m", "idle_after: five")  # research: bad duration
     text = text.replace("min: 1\n    max: 30", "min: 40\n    max: 30")  # support-daytime: min above max
-    text = text.replace("queue_per_instance: 10\n", "queue_per_instance: 10\n      flor: 2\n", 1)  # typo
+    text = text.replace("floor: 2\n", "floor: 2\n      flor: 2\n", 1)  # typo
     path = tmp_path / "tiers.yaml"
     path.write_text(text)
     lines = _error_lines(cli.invoke(app, ["apply", "-f", str(path)]))

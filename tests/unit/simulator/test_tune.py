@@ -34,7 +34,7 @@ tiers:
     providers: [simulated]
     min: 1
     max: 2
-    policy: {kind: external, class: "examples.policies.keda_scaler:KedaScaler"}
+    policy: {kind: external, class: "examples.policies.keda_scaler:KedaScaledObject"}
 """
 
 WORKLOAD = """
