@@ -47,10 +47,14 @@ def test_embedded_daemon_scales_up_and_down_without_flapping(tmp_path: Path) -> 
     assert max(counts) > 2
     assert 2 in counts[peak_at:], "orchestrator never came back to its floor"
     assert min(counts[1:]) >= 2  # never below the floor once it was reached
-    # No flapping: a scale-in only after 5 quiet minutes, and a scale-out never right after a scale-in.
+    # No flapping (target tracking's stabilisation): a scale-in only once the last scale-out's need has left
+    # the 5-minute window, and a scale-out never right after a scale-in.
+    last_out = orch[0][0]
     for (_t0, n0), (t1, n1), (t2, n2) in zip(orch, orch[1:], orch[2:], strict=False):
+        if n1 > n0:
+            last_out = t1
         if n2 < n1:
-            assert t2 - t1 >= 300 - 1, f"scale-in {n1}→{n2} only {t2 - t1:.0f}s after the last change"
+            assert t2 - last_out >= 300 - 1, f"scale-in {n1}→{n2} only {t2 - last_out:.0f}s after a scale-out"
         if n1 < n0 and n2 > n1:
             assert t2 - t1 >= 60 - 1, f"scale-out {n1}→{n2} {t2 - t1:.0f}s after a scale-in"
     status = {r["tier"]: r for r in json_of(scalectl(tmp_path, "status", "-o", "json"))}
