@@ -57,6 +57,7 @@ class TierSpec(_Strict):
     launch_timeout: Duration = 300.0  # no provider instance by then: replace (Karpenter: 5 min)
     bootstrap_timeout: Duration = 900.0  # not serving by then: replace (Karpenter: 15 min)
     drain_timeout: Duration = 120.0
+    max_surge: int = Field(1, ge=0, le=16)  # extra instances while spot replaces fallback ones (0: drain first)
 
     @model_validator(mode="after")
     def _bounds_make_sense(self) -> TierSpec:

@@ -65,11 +65,21 @@ class DecidePhase:
         return readings
 
     def decide(
-        self, tick: Tick, name: str, tier: TierSpec, counted: list[Instance], reading: TierReading, price: float | None
+        self,
+        tick: Tick,
+        name: str,
+        tier: TierSpec,
+        counted: list[Instance],
+        reading: TierReading,
+        price: float | None,
+        *,
+        replacing: int = 0,
     ) -> TierDecision:
-        """``price``: $/hour of one more instance (``plan.instance_price``), what the budget cap divides by."""
+        """``price``: $/hour of one more instance (``plan.instance_price``), what the budget cap divides by.
+        ``replacing``: warned instances not replaced yet. They no longer count toward the tier, but the
+        policy sees the fleet as it was, so holding means replacing them now, not after its scale-out window."""
         assert self._states is not None, "start() first"
-        now, current = tick.now, len(counted)
+        now, current = tick.now, len(counted) + replacing
         state, last_desired = self._states.get(name, (PolicyState(), current))
         try:
             booting = sum(1 for i in counted if i.state is not InstanceState.READY)

@@ -23,6 +23,7 @@ from controller.reconciler.offers import TierOffers
 from controller.reconciler.placement import UNAVAILABLE_FOR
 from controller.reconciler.plan import Create, Plan, instance_price, plan_tier
 from controller.reconciler.record import Recorder
+from controller.reconciler.replace import hand_backs, offers_to_avoid, unreplaced_notices
 from controller.reconciler.report import TickReport, TierTick
 from controller.reconciler.retire import NOTICE_DRAIN_MAX, DrainCheck, RetirePhase, Routes, RouteUpdate
 from controller.reconciler.sync import ReadinessCheck, SyncPhase
@@ -105,17 +106,32 @@ class Reconciler:
     def _decide_and_plan(
         self, tick: Tick, name: str, tier: TierSpec, instances: list[Instance], reading: TierReading
     ) -> list[PendingCreate]:
+        self._hand_back(tick, instances)
         offers = self.offers.of(tier)
         price = instance_price(name, tier, offers, self.backoffs, tick.now)
-        decision = self.decide.decide(tick, name, tier, [i for i in instances if i.counted], reading, price)
+        counted, replacing = [i for i in instances if i.counted], len(unreplaced_notices(instances))
+        decision = self.decide.decide(tick, name, tier, counted, reading, price, replacing=replacing)
         self.recorder.decision(tick, name, decision, reading)
         ready = sum(1 for i in instances if i.state is InstanceState.READY)
-        plan = plan_tier(name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now)
+        avoid = offers_to_avoid(instances)
+        plan = plan_tier(
+            name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now, avoid=avoid
+        )
         tick.report.tiers[name] = TierTick(
             name, decision.current, decision.desired, decision.reason, ready, plan.launched, plan.retired,
             signals=reading.signals, errors=reading.errors,
         )  # fmt: skip
         return self._apply(tick, plan)
+
+    @staticmethod
+    def _hand_back(tick: Tick, instances: list[Instance]) -> None:
+        """A ready spot surge takes its fallback's place before the policy counts the tier, so the
+        policy never sees (and holds) the surge on top of the instance it replaces."""
+        for hand in hand_backs(instances):
+            replaced = hand.fallback.key if hand.fallback else "nothing left to replace"
+            tick.record(hand.surge.take_place(tick.now, f"ready; replaces {replaced}"))
+            if hand.fallback is not None:
+                tick.record(hand.fallback.start_draining(tick.now, f"handed back to spot: {hand.surge.key} is ready"))
 
     def _apply(self, tick: Tick, plan: Plan) -> list[PendingCreate]:
         """The plan's drains start now; its creates become intents, stored at the next commit."""

@@ -11,6 +11,7 @@ from controller.config import TierSpec
 from controller.reconciler import placement, scale
 from controller.reconciler.backoffs import Backoffs
 from controller.reconciler.decide import tier_price_per_hour
+from controller.reconciler.replace import OfferKey, noticed
 from domain.instance import Instance, InstanceState
 from providers.base import Capacity, Offer
 
@@ -77,13 +78,17 @@ def plan_tier(
     offers: Sequence[Offer],
     backoffs: Backoffs,
     now: float,
+    *,
+    avoid: frozenset[OfferKey] = frozenset(),
 ) -> Plan:
-    """``instances``: the tier's live instances (draining and surges included: everything that bills)."""
+    """``instances``: the tier's live instances (draining and surges included: everything that bills).
+    ``avoid``: offers being taken back (``replace.offers_to_avoid``), used only when nothing else fits."""
     counted = scale.counted(instances)
     current = len(counted)
     if desired > current:
-        room = max(0, tier.max - len(instances))
-        return plan_creates(name, tier, instances, min(desired - current, room), offers, backoffs, now)
+        # a warned instance holds no place under max: its replacement starts before it is gone
+        room = max(0, tier.max - len(instances) + len(noticed(instances)))
+        return plan_creates(name, tier, instances, min(desired - current, room), offers, backoffs, now, avoid=avoid)
     if desired < current:
         retiring = scale.retirement_order(counted, tier.capacity)[: current - desired]
         return Plan(drains=[Drain(i, f"scale in: {reason}") for i in retiring])
@@ -100,13 +105,17 @@ def plan_creates(
     now: float,
     *,
     surge: bool = False,
+    avoid: frozenset[OfferKey] = frozenset(),
 ) -> Plan:
-    """Up to ``count`` creates on the best offers, within the budget and the offers' room."""
+    """Up to ``count`` creates on the best offers, within the budget and the offers' room; offers in
+    ``avoid`` come last."""
     plan = Plan()
     if count <= 0 or backoffs.creates_blocked(name, now):
         return plan  # nothing wanted, or creates keep failing: wait out the back-off
     spend = sum(i.price_per_hour for i in instances)
     ranked = placement.ranked_offers(tier, offers, backoffs.offers, now, spot_backoff=backoffs.spot_backoff(name, now))
+    if avoid:
+        ranked.sort(key=lambda p: (p.offer.provider, p.offer.offer_id, p.capacity.value) in avoid)  # stable
     in_use: dict[str, int] = defaultdict(int)
     for _ in range(count):
         chosen = placement.choose(ranked, spend, tier.budget_per_hour, in_use)
@@ -124,19 +133,20 @@ def plan_rebalance(
     name: str, tier: TierSpec, instances: Sequence[Instance], offers: Sequence[Offer], backoffs: Backoffs, now: float
 ) -> Plan:
     """Spot is back and cheaper: replace one on-demand fallback instance with spot. Make-before-break
-    (a surge instance, then the fallback drains) when the tier has room under ``max``; at ``max``,
-    break-before-make (the fallback drains, and the scale-out that follows places spot), since ``max``
-    is never exceeded. One replacement at a time."""
+    (a surge instance; once it is ready the fallback drains, ``replace.hand_backs``) when the tier has
+    room under ``max`` and ``max_surge`` allows; otherwise break-before-make (the fallback drains, and
+    the scale-out that follows places spot). One replacement at a time, so the fleet never bills more
+    than the desired size plus ``max_surge``."""
     if tier.capacity != "spot" or tier.fallback is None or backoffs.spot_backoff(name, now):
         return Plan()
     ready, draining = InstanceState.READY, InstanceState.DRAINING
-    if any((i.surge and i.state is not ready) or i.state is draining for i in instances):
+    if any(i.surge or i.state is draining for i in instances):
         return Plan()
     fallbacks = [i for i in instances if i.state is ready and i.capacity == Capacity.ON_DEMAND.value]
     if not fallbacks:
         return Plan()
     costliest = max(fallbacks, key=lambda i: i.price_per_hour)
-    at_max = len(instances) >= tier.max
+    at_max = len(instances) >= tier.max or tier.max_surge < 1
     spend = sum(i.price_per_hour for i in instances) - (costliest.price_per_hour if at_max else 0.0)
     spot_tier = tier.model_copy(update={"fallback": None})
     ranked = placement.ranked_offers(spot_tier, offers, backoffs.offers, now)
@@ -144,5 +154,6 @@ def plan_rebalance(
     if chosen is None or chosen.price_per_hour >= costliest.price_per_hour:
         return Plan()  # no spot, or spot no cheaper (A100 spot sometimes costs more): keep what runs
     if at_max:
-        return Plan(rebalances=[Drain(costliest, "hand back to spot (at max: drain first)")])
+        why = "at max" if len(instances) >= tier.max else "max_surge 0"
+        return Plan(rebalances=[Drain(costliest, f"hand back to spot ({why}: drain first)")])
     return Plan(rebalances=[Create(name, chosen, surge=True)])
