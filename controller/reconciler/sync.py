@@ -8,9 +8,10 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from controller.config import TierSpec
 from controller.reconciler import lifecycle
-from controller.reconciler.backoffs import Backoffs
+from controller.reconciler.backoffs import CRASH_WITHIN, Backoffs
 from controller.reconciler.calls import Calls, one_line
 from controller.reconciler.tick import Tick
+from controller.store.history import CRASH_BACKOFF
 from domain.instance import NOTICED, Instance, InstanceEvent, InstanceState
 from providers.base import Provider, ProviderInstance
 from providers.errors import InstanceNotFound
@@ -111,6 +112,13 @@ class SyncPhase:
         if change.interrupted:
             inst.mark_interrupted(now)
             self.backoffs.interrupted(inst.tier, now)
+        if self._crashed(inst, change, now):
+            crashes, delay = self.backoffs.crashed(inst.tier, inst.provider, inst.offer_id, now)
+            message = (
+                f"{crashes} early failure(s) lately; offer {inst.offer_id} at {inst.provider} skipped for a while, "
+                f"creates wait {delay:g}s"
+            )
+            tick.event(inst.tier, inst.key, CRASH_BACKOFF, f"{message} ({change.reason})")
         if change.state is S.DRAINING:
             end_state = change.end_state or S.TERMINATED
             tick.record(
@@ -122,6 +130,15 @@ class SyncPhase:
             tick.record(inst.end(change.state, now, change.reason, change.event or "ended"))
         elif change.state != inst.state:
             tick.record(inst.move(change.state, now, change.reason, change.event))
+
+    @staticmethod
+    def _crashed(inst: Instance, change: lifecycle.Transition, now: float) -> bool:
+        """A server that never became ready, or a machine lost soon after its launch: a crash loop in
+        the making, which relaunching on the same offer every tick would only feed."""
+        if change.event == "bootstrap-timeout":
+            return True
+        launched = inst.launched_at if inst.launched_at is not None else inst.created_at
+        return change.event == "lost" and now - launched <= CRASH_WITHIN
 
     async def _probe_bootstrapping(self, tick: Tick, instances: list[Instance]) -> None:
         waiting = [i for i in instances if i.state is S.BOOTSTRAPPING and i.tier in tick.tiers]
