@@ -25,7 +25,7 @@ from controller.reconciler.plan import Create, Plan, instance_price, plan_tier
 from controller.reconciler.record import Recorder
 from controller.reconciler.replace import hand_backs, offers_to_avoid, unreplaced_notices
 from controller.reconciler.report import TickReport, TierTick
-from controller.reconciler.retire import NOTICE_DRAIN_MAX, DrainCheck, RetirePhase, Routes, RouteUpdate
+from controller.reconciler.retire import NOTICE_DRAIN_MAX, DrainCheck, RetirePhase, RouteRemove, Routes, RouteUpdate
 from controller.reconciler.sync import ReadinessCheck, SyncPhase
 from controller.reconciler.tick import Tick, by_tier
 from controller.signals.reading import SignalSource, TierReading
@@ -51,6 +51,7 @@ class Reconciler:
         drain_check: DrainCheck | None = None,
         server_for: ServerFor | None = None,
         route_update: RouteUpdate | None = None,
+        route_remove: RouteRemove | None = None,
         max_concurrent_calls: int = 32,
         offers_ttl: float = OFFERS_TTL,
         offer_unavailable_for: float = UNAVAILABLE_FOR,
@@ -67,7 +68,10 @@ class Reconciler:
             self.providers, calls, self.backoffs, self.offers, self.recorder, key_prefix, server_for
         )
         self.retire = RetirePhase(self.providers, calls, drain_check)
-        self.routes = Routes(route_update)
+        self.routes = Routes(route_update, route_remove)
+        self._removed: dict[str, TierSpec] = {}  # last known specs of tiers gone from the configuration
+        self._known: dict[str, TierSpec] = {}
+        self._looked_up: set[str] = set()
         self._calls = calls
         self._started = False
 
@@ -88,6 +92,7 @@ class Reconciler:
             uow.commit()
             live = [i for i in live if i.state.is_live]
             grouped = by_tier(live)
+            tick.removed = self._removed_tiers(tiers, grouped)
             readings = await self.decide.read_signals(tiers, grouped)
             creates = self.creates.retries(tick, live)
             for name, tier in tiers.items():
@@ -102,6 +107,24 @@ class Reconciler:
             uow.commit()
             await self.routes.run(tick)
         return report
+
+    def _removed_tiers(
+        self, tiers: Mapping[str, TierSpec], grouped: Mapping[str, list[Instance]]
+    ) -> dict[str, TierSpec]:
+        """Tiers gone from the configuration that still have instances (or routing) to retire, with their
+        last applied spec: its drain timeout still holds for its instances."""
+        self._removed.update({n: spec for n, spec in self._known.items() if n not in tiers})
+        self._known = dict(tiers)
+        unknown = {n for n, insts in grouped.items() if insts and n not in tiers and n not in self._removed}
+        if unknown - self._looked_up:  # after a restart: the store's older configuration versions know them
+            self._removed.update(self.store.removed_tier_specs(unknown))
+            self._looked_up |= unknown  # a tier no version knows drains without a timeout; asked once
+        for name in [n for n in self._removed if n in tiers]:
+            del self._removed[name]  # applied again
+        removed = dict(self._removed)
+        for name in [n for n in self._removed if not grouped.get(n)]:
+            del self._removed[name]  # nothing left: one last tick for its routing to go, then forgotten
+        return removed
 
     def _decide_and_plan(
         self, tick: Tick, name: str, tier: TierSpec, instances: list[Instance], reading: TierReading
