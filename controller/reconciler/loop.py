@@ -21,7 +21,7 @@ from controller.reconciler.decision import DecidePhase
 from controller.reconciler.garbage import collect_garbage
 from controller.reconciler.offers import TierOffers
 from controller.reconciler.placement import UNAVAILABLE_FOR
-from controller.reconciler.plan import Create, Plan, instance_price, plan_tier
+from controller.reconciler.plan import NO_PLACEMENT, Create, Plan, instance_price, plan_tier
 from controller.reconciler.record import Recorder
 from controller.reconciler.replace import hand_backs, offers_to_avoid, unreplaced_notices
 from controller.reconciler.report import TickReport, TierTick
@@ -134,12 +134,15 @@ class Reconciler:
         price = instance_price(name, tier, offers, self.backoffs, tick.now)
         counted, replacing = [i for i in instances if i.counted], len(unreplaced_notices(instances))
         decision = self.decide.decide(tick, name, tier, counted, reading, price, replacing=replacing)
-        self.recorder.decision(tick, name, decision, reading)
-        ready = sum(1 for i in instances if i.state is InstanceState.READY)
         avoid = offers_to_avoid(instances)
         plan = plan_tier(
             name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now, avoid=avoid
         )
+        short = next((n.message for n in plan.notes if n.kind == NO_PLACEMENT), None)
+        if short is not None:  # hold what capacity allows, and say so
+            decision = self.decide.hold_at(tick, name, decision, len(counted) + len(plan.creates), short)
+        self.recorder.decision(tick, name, decision, reading)
+        ready = sum(1 for i in instances if i.state is InstanceState.READY)
         tick.report.tiers[name] = TierTick(
             name, decision.current, decision.desired, decision.reason, ready, plan.launched, plan.retired,
             signals=reading.signals, errors=reading.errors,

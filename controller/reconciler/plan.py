@@ -15,6 +15,8 @@ from controller.reconciler.replace import OfferKey, noticed
 from domain.instance import Instance, InstanceState
 from providers.base import Capacity, Offer
 
+NO_PLACEMENT = "no-placement"  # the note when capacity (offers, their room, the budget) runs out
+
 
 @dataclass(frozen=True)
 class Create:
@@ -121,7 +123,7 @@ def plan_creates(
         chosen = placement.choose(ranked, spend, tier.budget_per_hour, in_use)
         if chosen is None:
             why = "budget" if ranked else "no available offer"
-            plan.notes.append(Note(name, "no-placement", f"cannot place an instance of {tier.gpu}: {why}"))
+            plan.notes.append(Note(name, NO_PLACEMENT, f"cannot place an instance of {tier.gpu}: {why}"))
             break
         in_use[chosen.offer.offer_id] += 1
         spend += chosen.price_per_hour
