@@ -33,6 +33,7 @@ class Backoffs:
         self._crashes: dict[tuple[str, str], deque[float]] = defaultdict(deque)  # (provider, offer) -> times
         self._tier_crashes: dict[str, deque[float]] = defaultdict(deque)
         self._crash_gate: dict[str, float] = {}  # tier -> no creates until (after a crash)
+        self._spot_short: dict[str, float] = {}  # tier -> since when spot could not be placed
 
     @property
     def memory(self) -> float:
@@ -99,6 +100,18 @@ class Backoffs:
         while times and now - times[0] > SPOT_BACKOFF_WINDOW:
             times.popleft()
         return len(times)
+
+    def spot_short(self, tier: str, now: float) -> None:
+        """A spot tier wanted an instance and no spot offer could take it (``fallback_after`` counts from here)."""
+        self._spot_short.setdefault(tier, now)
+
+    def spot_placed(self, tier: str) -> None:
+        self._spot_short.pop(tier, None)
+
+    def fallback_allowed(self, tier: str, now: float, after: float) -> bool:
+        """Spot has been short for ``after`` seconds (0: at once). Kept in memory: a restart waits again."""
+        since = self._spot_short.get(tier)
+        return after <= 0 or (since is not None and now - since >= after)
 
     def spot_backoff(self, tier: str, now: float) -> bool:
         """Spot was interrupted repeatedly lately: prefer the fallback until the window passes."""

@@ -21,7 +21,7 @@ from controller.reconciler.decision import DecidePhase
 from controller.reconciler.garbage import collect_garbage
 from controller.reconciler.offers import TierOffers
 from controller.reconciler.placement import UNAVAILABLE_FOR
-from controller.reconciler.plan import NO_PLACEMENT, Create, Plan, instance_price, plan_tier
+from controller.reconciler.plan import NO_PLACEMENT, SPOT_WAIT, Create, Plan, instance_price, plan_tier
 from controller.reconciler.record import Recorder
 from controller.reconciler.replace import hand_backs, offers_to_avoid, unreplaced_notices
 from controller.reconciler.report import TickReport, TierTick
@@ -31,7 +31,7 @@ from controller.reconciler.tick import Tick, by_tier
 from controller.signals.reading import SignalSource, TierReading
 from controller.store.repository import Store
 from domain.instance import Instance, InstanceState
-from providers.base import Provider
+from providers.base import Capacity, Provider
 
 __all__ = ["NOTICE_DRAIN_MAX", "Reconciler", "TickReport", "TierTick"]
 OFFERS_TTL = 60.0
@@ -138,6 +138,10 @@ class Reconciler:
         plan = plan_tier(
             name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now, avoid=avoid
         )
+        if any(n.kind == SPOT_WAIT for n in plan.notes):
+            self.backoffs.spot_short(name, tick.now)  # fallback_after counts from the first wait
+        elif any(c.placement.capacity is Capacity.SPOT for c in plan.creates):
+            self.backoffs.spot_placed(name)
         short = next((n.message for n in plan.notes if n.kind == NO_PLACEMENT), None)
         if short is not None:  # hold what capacity allows, and say so
             decision = self.decide.hold_at(tick, name, decision, len(counted) + len(plan.creates), short)

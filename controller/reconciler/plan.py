@@ -16,6 +16,7 @@ from domain.instance import Instance, InstanceState
 from providers.base import Capacity, Offer
 
 NO_PLACEMENT = "no-placement"  # the note when capacity (offers, their room, the budget) runs out
+SPOT_WAIT = "spot-wait"  # the note while a spot tier waits ``fallback_after`` before falling back
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,11 @@ def plan_tier(
         room = max(0, tier.max - len(instances) + len(noticed(instances)))
         return plan_creates(name, tier, instances, min(desired - current, room), offers, backoffs, now, avoid=avoid)
     if desired < current:
-        retiring = scale.retirement_order(counted, tier.capacity)[: current - desired]
+        order = scale.retirement_order(counted, tier.capacity)
+        if tier.on_demand_base:  # the base's on-demand instances go last (the cheapest ones are the base)
+            base = sorted((i for i in counted if _on_demand(i)), key=lambda i: i.price_per_hour)[: tier.on_demand_base]
+            order = [i for i in order if i not in base] + base
+        retiring = order[: current - desired]
         return Plan(drains=[Drain(i, f"scale in: {reason}") for i in retiring])
     return plan_rebalance(name, tier, instances, offers, backoffs, now)
 
@@ -115,20 +120,42 @@ def plan_creates(
     if count <= 0 or backoffs.creates_blocked(name, now):
         return plan  # nothing wanted, or creates keep failing: wait out the back-off
     spend = sum(i.price_per_hour for i in instances)
-    ranked = placement.ranked_offers(tier, offers, backoffs.offers, now, spot_backoff=backoffs.spot_backoff(name, now))
-    if avoid:
-        ranked.sort(key=lambda p: (p.offer.provider, p.offer.offer_id, p.capacity.value) in avoid)  # stable
+    spot_backoff = backoffs.spot_backoff(name, now)
+    ranked = _avoiding(placement.ranked_offers(tier, offers, backoffs.offers, now, spot_backoff=spot_backoff), avoid)
+    waiting = not spot_backoff and not backoffs.fallback_allowed(name, now, tier.fallback_after)
+    if waiting:
+        ranked = [p for p in ranked if not p.fallback]
+    base_missing = max(0, tier.on_demand_base - sum(1 for i in scale.counted(instances) if _on_demand(i)))
+    base_ranked = ranked
+    if base_missing and not surge:  # the base first; spot stands in only when no on-demand offer can
+        base_tier = tier.model_copy(update={"capacity": "on-demand", "fallback": None})
+        base_ranked = [*_avoiding(placement.ranked_offers(base_tier, offers, backoffs.offers, now), avoid), *ranked]
     in_use: dict[str, int] = defaultdict(int)
-    for _ in range(count):
-        chosen = placement.choose(ranked, spend, tier.budget_per_hour, in_use)
+    for n in range(count):
+        chosen = placement.choose(
+            base_ranked if n < base_missing and not surge else ranked, spend, tier.budget_per_hour, in_use
+        )
         if chosen is None:
-            why = "budget" if ranked else "no available offer"
-            plan.notes.append(Note(name, NO_PLACEMENT, f"cannot place an instance of {tier.gpu}: {why}"))
+            if waiting and tier.fallback is not None:
+                message = f"no spot offer for {tier.gpu}: waiting up to {tier.fallback_after:g}s before on-demand"
+                plan.notes.append(Note(name, SPOT_WAIT, message))
+            else:
+                why = "budget" if ranked else "no available offer"
+                plan.notes.append(Note(name, NO_PLACEMENT, f"cannot place an instance of {tier.gpu}: {why}"))
             break
         in_use[chosen.offer.offer_id] += 1
         spend += chosen.price_per_hour
         plan.creates.append(Create(name, chosen, surge))
     return plan
+
+
+def _on_demand(inst: Instance) -> bool:
+    return inst.capacity == Capacity.ON_DEMAND.value and not inst.surge
+
+
+def _avoiding(ranked: list[placement.Placement], avoid: frozenset[OfferKey]) -> list[placement.Placement]:
+    """Offers being taken back go last (a stable sort keeps the rest in order)."""
+    return sorted(ranked, key=lambda p: (p.offer.provider, p.offer.offer_id, p.capacity.value) in avoid)
 
 
 def plan_rebalance(
@@ -145,8 +172,9 @@ def plan_rebalance(
     if any(i.surge or i.state is draining for i in instances):
         return Plan()
     fallbacks = [i for i in instances if i.state is ready and i.capacity == Capacity.ON_DEMAND.value]
-    if not fallbacks:
+    if len(fallbacks) <= tier.on_demand_base:  # none, or only the tier's on-demand base
         return Plan()
+    fallbacks = sorted(fallbacks, key=lambda i: i.price_per_hour)[tier.on_demand_base :]
     costliest = max(fallbacks, key=lambda i: i.price_per_hour)
     at_max = len(instances) >= tier.max or tier.max_surge < 1
     spend = sum(i.price_per_hour for i in instances) - (costliest.price_per_hour if at_max else 0.0)

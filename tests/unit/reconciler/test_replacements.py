@@ -83,3 +83,29 @@ async def test_max_surge_zero_hands_back_drain_first(make_world) -> None:
     live = [r for r in w.rows("batch") if r.state in LIVE]
     assert len(live) == 2 and {r.capacity for r in live} == {"spot"}
     assert peak == 2
+
+
+async def test_an_on_demand_base_stays_on_demand_through_scale_out_scale_in_and_hand_back(make_world) -> None:
+    spec = tier(capacity="spot", fallback="on-demand", max=8, on_demand_base=1)
+    w: World = make_world(tiers_yaml({"batch": spec}))
+    w.target("batch", 3)
+    await w.run()
+    assert sorted(r.capacity for r in w.rows("batch", LIVE)) == ["on-demand", "spot", "spot"]
+    w.clock.advance(61)
+    await w.run(10, step=25.0)  # spot is there: the base is not handed back
+    assert sorted(r.capacity for r in w.rows("batch", LIVE)) == ["on-demand", "spot", "spot"]
+    w.target("batch", 1)
+    await w.run()
+    assert [r.capacity for r in w.rows("batch", LIVE)] == ["on-demand"]  # scale-in keeps the base
+
+
+async def test_fallback_after_waits_for_spot_before_on_demand(make_world) -> None:
+    spec = tier(capacity="spot", fallback="on-demand", max=8, fallback_after="2m")
+    w: World = make_world(tiers_yaml({"batch": spec}))
+    w.cloud.set_capacity("H100-SXM5-80GB", 0, capacity=Capacity.SPOT)
+    w.target("batch", 2)
+    await w.run(20, step=5.0)  # 100 s: still waiting for spot
+    assert w.rows("batch", LIVE) == []
+    assert any(e.kind == "spot-wait" for e in w.store.events(tier="batch"))
+    await w.run(5, step=5.0)  # past 2 minutes: on-demand
+    assert [r.capacity for r in w.rows("batch", LIVE)] == ["on-demand", "on-demand"]
