@@ -35,17 +35,30 @@ class SyncPhase:
         self.backoffs = backoffs
         self.key_prefix = key_prefix
         self.readiness = readiness
+        self._listed_at: dict[str, float] = {}  # provider -> when its last listing answered
 
     async def run(self, tick: Tick, instances: list[Instance]) -> Listings:
-        seen, by_key = await self._list(tick)
+        seen, by_key = await self._list(tick, self._to_list(tick, instances))
         confirmed = await self._confirm_missing(instances, seen)
         for inst in instances:
             self._sync_one(tick, inst, seen, by_key, confirmed)
         await self._probe_bootstrapping(tick, instances)
         return seen
 
-    async def _list(self, tick: Tick) -> tuple[Listings, dict[str, ProviderInstance]]:
-        names = sorted(self.providers)
+    def _to_list(self, tick: Tick, instances: list[Instance]) -> list[str]:
+        """Providers to list this tick: all, except one that polls less when idle (every instance of ours
+        there is ready) and was listed less than its ``idle_list_every`` ago. Skipped means held, as if
+        unreachable: nothing is adopted, ended or collected there this tick."""
+        busy = {i.provider for i in instances if i.state is not S.READY or i.notice_at is not None}
+        names = []
+        for name in sorted(self.providers):
+            every = self.providers[name].capabilities.idle_list_every
+            last = self._listed_at.get(name)
+            if every is None or name in busy or last is None or tick.now - last >= every:
+                names.append(name)
+        return names
+
+    async def _list(self, tick: Tick, names: list[str]) -> tuple[Listings, dict[str, ProviderInstance]]:
         listings = await self.calls.gather(self.providers[n].list(self.key_prefix) for n in names)
         seen: Listings = {}
         by_key: dict[str, ProviderInstance] = {}
@@ -53,6 +66,7 @@ class SyncPhase:
             if isinstance(result, BaseException):
                 tick.report.provider_errors[name] = one_line(result)
                 continue
+            self._listed_at[name] = tick.now
             seen[name] = {i.provider_id: i for i in result}
             by_key.update({listed.key: listed for listed in result if listed.key})
         return seen, by_key
