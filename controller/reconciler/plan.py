@@ -169,10 +169,11 @@ def plan_rebalance(
     if tier.capacity != "spot" or tier.fallback is None or backoffs.spot_backoff(name, now):
         return Plan()
     ready, draining = InstanceState.READY, InstanceState.DRAINING
-    if any(i.surge or i.state is draining for i in instances):
-        return Plan()
+    surges = sum(1 for i in instances if i.surge)
+    if surges + sum(1 for i in instances if i.state is draining) >= max(1, tier.max_surge):
+        return Plan()  # what bills beyond the desired size is already at max_surge (drain-first: one at a time)
     fallbacks = [i for i in instances if i.state is ready and i.capacity == Capacity.ON_DEMAND.value]
-    if len(fallbacks) <= tier.on_demand_base:  # none, or only the tier's on-demand base
+    if len(fallbacks) <= tier.on_demand_base + surges:  # none left to replace beyond the base and the surges
         return Plan()
     fallbacks = sorted(fallbacks, key=lambda i: i.price_per_hour)[tier.on_demand_base :]
     costliest = max(fallbacks, key=lambda i: i.price_per_hour)

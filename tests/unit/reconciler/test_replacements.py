@@ -68,6 +68,22 @@ async def test_spot_returning_hands_back_without_inflating_the_fleet(make_world)
     assert {s.current for s in w.script.seen[-5:]} == {3}
 
 
+async def test_max_surge_two_hands_back_two_at_a_time(make_world) -> None:
+    w: World = make_world(tiers_yaml({"batch": tier(capacity="spot", fallback="on-demand", max=12, max_surge=2)}))
+    w.cloud.set_capacity("H100-SXM5-80GB", 0, capacity=Capacity.SPOT)
+    await _ready_fleet(w, "batch", 4)
+    w.cloud.set_capacity("H100-SXM5-80GB", 100, capacity=Capacity.SPOT)
+    w.clock.advance(200)
+    peak = 0
+    for _ in range(40):
+        await w.run()
+        peak = max(peak, len(await w.cloud_live()))
+        w.clock.advance(25)
+    live = [r for r in w.rows("batch") if r.state in LIVE]
+    assert len(live) == 4 and {r.capacity for r in live} == {"spot"}
+    assert peak == 6  # desired 4 + a surge of 2
+
+
 async def test_max_surge_zero_hands_back_drain_first(make_world) -> None:
     w: World = make_world(tiers_yaml({"batch": tier(capacity="spot", fallback="on-demand", max=12, max_surge=0)}))
     w.cloud.set_capacity("H100-SXM5-80GB", 0, capacity=Capacity.SPOT)
