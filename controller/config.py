@@ -60,6 +60,9 @@ class TierSpec(_Strict):
     launch_timeout: Duration = 300.0  # no provider instance by then: replace (Karpenter: 5 min)
     bootstrap_timeout: Duration = 900.0  # not serving by then: replace (Karpenter: 15 min)
     drain_timeout: Duration = 120.0
+    max_surge: int = Field(1, ge=0, le=16)  # extra instances while spot replaces fallback ones (0: drain first)
+    on_demand_base: int = Field(0, ge=0)  # spot tiers: this many instances always on-demand (SkyServe's base)
+    fallback_after: Duration = 0.0  # spot tiers: wait this long for spot before falling back to on-demand
 
     @model_validator(mode="after")
     def _bounds_make_sense(self) -> TierSpec:
@@ -67,6 +70,12 @@ class TierSpec(_Strict):
             raise ValueError(f"min ({self.min}) is above max ({self.max}); set min <= max")
         if self.fallback and self.capacity != "spot":
             raise ValueError("fallback: on-demand only applies to capacity: spot")
+        if self.on_demand_base and self.capacity != "spot":
+            raise ValueError("on_demand_base only applies to capacity: spot (an on-demand tier is all on-demand)")
+        if self.on_demand_base > self.max:
+            raise ValueError(f"on_demand_base ({self.on_demand_base}) is above max ({self.max}); lower it")
+        if self.fallback_after and self.fallback is None:
+            raise ValueError("fallback_after needs fallback: on-demand (there is nothing to fall back to)")
         floor = getattr(self.policy, "floor", None)
         if floor is not None and floor > self.max:
             raise ValueError(f"policy.floor ({floor}) is above max ({self.max}); lower the floor or raise max")

@@ -80,6 +80,7 @@ class Daemon:
         self.serving: ServingHooks | None = None
         self.replica: Replica | None = None
         self._announced = False
+        self._tick_task: asyncio.Future[None] | None = None
 
     # ---- wiring ----------------------------------------------------------------------------------
     def _load_fleet(self, store: Store) -> tuple[FleetConfig, bool]:
@@ -228,6 +229,14 @@ class Daemon:
             self.notifier.ready(what)
 
     async def _tick(self) -> None:
+        """The scheduler's job. Stopping the scheduler cancels its running jobs; a tick that has begun is
+        shielded from that, so it finishes and commits (``run`` waits for it before closing anything)."""
+        if self._tick_task is None or self._tick_task.done():
+            self._tick_task = asyncio.ensure_future(self._tick_once())
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(self._tick_task)
+
+    async def _tick_once(self) -> None:
         controller = self.controller
         if controller is None or self._stop.is_set():
             return
@@ -328,8 +337,10 @@ class Daemon:
         finally:
             self.health.stopping = True
             self.notifier.stopping()
-            scheduler.shutdown(wait=False)
-            async with self._lock:  # the tick in progress finishes and commits
+            scheduler.shutdown(wait=False)  # cancels its running jobs; the tick is shielded from that
+            if self._tick_task is not None:
+                await asyncio.wait({self._tick_task})  # the tick in progress finishes and commits
+            async with self._lock:
                 pass
             if server is not None and server_task is not None:
                 server.should_exit = True

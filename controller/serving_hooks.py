@@ -147,6 +147,7 @@ class ServingHooks:
         }
         if self._router is not None:
             kwargs["route_update"] = self.route_update
+            kwargs["route_remove"] = self.route_remove
         return kwargs
 
     async def aclose(self) -> None:
@@ -211,6 +212,14 @@ class ServingHooks:
         self._routed[name] = frozenset(e.address for e in endpoints)
         if result.changed:
             log.info("tier %s: load balancer now sends to %d instance(s)", name, result.endpoints)
+
+    async def route_remove(self, name: str) -> None:
+        """A removed tier's routing goes (its upstream file, for nginx), once its instances are gone."""
+        remove = getattr(self._router, "remove", None)
+        if remove is not None:
+            await remove(name)
+            log.info("tier %s: removed from the load balancer", name)
+        self._routed.pop(name, None)
 
     # -- small pieces -----------------------------------------------------------------------------
     def _capabilities(self, provider: str) -> ProviderCapabilities | None:

@@ -114,6 +114,12 @@ class Instance:
         ready = InstanceState.READY.value
         return self._moved(InstanceState.READY, now, reason or ready, ready)
 
+    def take_place(self, now: float, reason: str) -> InstanceEvent:
+        """A ready surge becomes an ordinary member of its tier (the instance it replaced retires)."""
+        self.surge = False
+        self.updated_at = now
+        return self._event(now, "handed-back", reason)
+
     def mark_interrupted(self, now: float) -> None:
         self.interrupted = True
         self.interrupted_at = now

@@ -140,6 +140,9 @@ class ProviderCapabilities:
     list_filter: ListFilter = ListFilter.CLIENT
     list_page_size: int | None = None  # instances we ask per list page; None: the provider decides (or no paging)
     list_max_pages: int | None = None  # pages one list walks at most; None: no bound
+    # seconds between listings while every instance of ours there is ready (nothing to adopt, boot or
+    # drain): for providers with a tight request budget. None: list every tick.
+    idle_list_every: float | None = None
     local_state: LocalState | None = None  # state kept on the daemon's machine (simulated cloud, local processes)
 
     @property

@@ -72,6 +72,10 @@ _SPOT_TYPES = {"SPOT"}
 _REF_SEP = "|"
 
 
+DEFAULT_PAGE_SIZE = 100
+DEFAULT_MAX_PAGES = 1000
+
+
 @dataclass(frozen=True, slots=True)
 class SpheronOptions:
     team_id: str | None = None  # the billed team; required (see check_options)
@@ -83,8 +87,8 @@ class SpheronOptions:
     timeout: float = 30.0
     max_attempts: int = 4
     max_wait: float = 30.0
-    page_size: int = 100  # rows asked per page (offers and deployments); the server may send fewer
-    max_pages: int = 1000  # a bound on one listing; reaching it raises ListingIncomplete, never truncates
+    page_size: int = DEFAULT_PAGE_SIZE  # rows asked per page (offers and deployments); the server may send fewer
+    max_pages: int = DEFAULT_MAX_PAGES  # a bound on one listing; reaching it raises ListingIncomplete, never truncates
     # Spheron's API reference ("Rate limits"): about 100-250 requests per 15 minutes per IP, and 10
     # deployment creates per 15 minutes per user. We keep to the low end unless told otherwise.
     requests_per_15min: int = 100
@@ -234,7 +238,9 @@ class SpheronProvider:
     capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
         bootstrap=BootstrapForm.CLOUD_INIT,  # structured cloudInit, translated from the cloud-config document
         spot=True,
-        list_max_pages=40,  # SpheronOptions.max_pages' default
+        list_page_size=DEFAULT_PAGE_SIZE,  # the defaults; options may change them per account
+        list_max_pages=DEFAULT_MAX_PAGES,  # reaching it raises ListingIncomplete, never truncates
+        idle_list_every=20.0,  # 45 listings per 15 min when idle, inside the documented 100-250 requests
     )
 
     @staticmethod

@@ -17,6 +17,11 @@ SPOT_BACKOFF_AFTER = 3  # interruptions within the window that switch a tier to 
 SPOT_BACKOFF_WINDOW = 1800.0
 CREATE_BACKOFF_FIRST = 10.0  # seconds a tier waits after a create failed for a non-retryable reason
 CREATE_BACKOFF_MAX = 600.0
+CRASH_WITHIN = 300.0  # an instance that fails within this long of its launch counts as a crash
+CRASH_BACKOFF_FIRST = 15.0  # an offer whose instances crash is skipped 15 s, 30 s, 60 s, … up to 10 min
+CRASH_TIER_FIRST = 10.0  # and the tier's creates wait 10 s, 20 s, 40 s, … up to 10 min
+CRASH_BACKOFF_MAX = 600.0
+CRASH_MEMORY = 1800.0  # crashes older than this no longer lengthen the back-off
 
 
 class Backoffs:
@@ -25,11 +30,15 @@ class Backoffs:
         self.offer_unavailable_for = offer_unavailable_for
         self._creates: dict[str, tuple[int, float]] = {}  # tier -> (failures in a row, no creates until)
         self._interruptions: dict[str, deque[float]] = defaultdict(deque)
+        self._crashes: dict[tuple[str, str], deque[float]] = defaultdict(deque)  # (provider, offer) -> times
+        self._tier_crashes: dict[str, deque[float]] = defaultdict(deque)
+        self._crash_gate: dict[str, float] = {}  # tier -> no creates until (after a crash)
+        self._spot_short: dict[str, float] = {}  # tier -> since when spot could not be placed
 
     @property
     def memory(self) -> float:
         """How far back the store must be read to rebuild this object (create back-offs aside)."""
-        return max(SPOT_BACKOFF_WINDOW, self.offer_unavailable_for, PROVIDER_UNAVAILABLE_FOR)
+        return max(SPOT_BACKOFF_WINDOW, self.offer_unavailable_for, PROVIDER_UNAVAILABLE_FOR, CRASH_MEMORY)
 
     def load(self, history: FailureHistory) -> None:
         """Replay what the store recorded (oldest first); marks already expired drop out when next read."""
@@ -41,6 +50,8 @@ class Backoffs:
             self.offers.mark_provider(provider, t)
         for tier, t in history.create_backoffs:
             self.create_refused(tier, t)
+        for tier, provider, offer_id, t in history.crashes:
+            self.crashed(tier, provider, offer_id, t)
 
     # ---- offers and providers --------------------------------------------------------------------
     def no_capacity(self, offer: Offer, capacity: Capacity, now: float) -> None:
@@ -48,6 +59,19 @@ class Backoffs:
 
     def provider_refused(self, provider: str, now: float) -> None:
         self.offers.mark_provider(provider, now)
+
+    def crashed(self, tier: str, provider: str, offer_id: str, now: float) -> tuple[int, float]:
+        """An instance of ``tier`` on this offer failed soon after launch (bootstrap, readiness, or died).
+        The offer is skipped — both capacities: the server is what fails — and the tier's creates wait,
+        each for exponentially longer with every recent crash, so a crash loop slows down and placement
+        moves on. Returns (the tier's recent crashes, seconds its creates wait)."""
+        offer_crashes = _recent(self._crashes[(provider, offer_id)], now)
+        for capacity in Capacity:
+            self.offers.mark_id(provider, offer_id, capacity, now, _doubling(CRASH_BACKOFF_FIRST, offer_crashes))
+        crashes = _recent(self._tier_crashes[tier], now)
+        delay = _doubling(CRASH_TIER_FIRST, crashes)
+        self._crash_gate[tier] = max(self._crash_gate.get(tier, 0.0), now + delay)
+        return crashes, delay
 
     # ---- creates ---------------------------------------------------------------------------------
     def create_refused(self, tier: str, now: float) -> tuple[int, float]:
@@ -65,7 +89,7 @@ class Backoffs:
         return self._creates.get(tier, (0, 0.0))[0]
 
     def creates_blocked(self, tier: str, now: float) -> bool:
-        return now < self._creates.get(tier, (0, 0.0))[1]
+        return now < max(self._creates.get(tier, (0, 0.0))[1], self._crash_gate.get(tier, 0.0))
 
     # ---- spot interruptions ----------------------------------------------------------------------
     def interrupted(self, tier: str, now: float) -> None:
@@ -77,6 +101,30 @@ class Backoffs:
             times.popleft()
         return len(times)
 
+    def spot_short(self, tier: str, now: float) -> None:
+        """A spot tier wanted an instance and no spot offer could take it (``fallback_after`` counts from here)."""
+        self._spot_short.setdefault(tier, now)
+
+    def spot_placed(self, tier: str) -> None:
+        self._spot_short.pop(tier, None)
+
+    def fallback_allowed(self, tier: str, now: float, after: float) -> bool:
+        """Spot has been short for ``after`` seconds (0: at once). Kept in memory: a restart waits again."""
+        since = self._spot_short.get(tier)
+        return after <= 0 or (since is not None and now - since >= after)
+
     def spot_backoff(self, tier: str, now: float) -> bool:
         """Spot was interrupted repeatedly lately: prefer the fallback until the window passes."""
         return self.recent_interruptions(tier, now) >= SPOT_BACKOFF_AFTER
+
+
+def _recent(times: deque[float], now: float) -> int:
+    """Record a crash at ``now``; how many happened within ``CRASH_MEMORY`` (this one included)."""
+    while times and now - times[0] > CRASH_MEMORY:
+        times.popleft()
+    times.append(now)
+    return len(times)
+
+
+def _doubling(first: float, count: int) -> float:
+    return min(CRASH_BACKOFF_MAX, first * 2 ** (count - 1))

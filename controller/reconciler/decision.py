@@ -36,6 +36,7 @@ class DecidePhase:
         self.signals = signals
         self.clock = clock
         self._states: dict[str, tuple[PolicyState, int]] | None = None
+        self._before: dict[str, tuple[PolicyState, int]] = {}  # this tick's starting state, per tier
 
     def start(self, tiers: Mapping[str, TierSpec], now: float) -> None:
         """First tick: the stored policy states, and the demand history as far back as forecasts look."""
@@ -65,12 +66,23 @@ class DecidePhase:
         return readings
 
     def decide(
-        self, tick: Tick, name: str, tier: TierSpec, counted: list[Instance], reading: TierReading, price: float | None
+        self,
+        tick: Tick,
+        name: str,
+        tier: TierSpec,
+        counted: list[Instance],
+        reading: TierReading,
+        price: float | None,
+        *,
+        replacing: int = 0,
     ) -> TierDecision:
-        """``price``: $/hour of one more instance (``plan.instance_price``), what the budget cap divides by."""
+        """``price``: $/hour of one more instance (``plan.instance_price``), what the budget cap divides by.
+        ``replacing``: warned instances not replaced yet. They no longer count toward the tier, but the
+        policy sees the fleet as it was, so holding means replacing them now, not after its scale-out window."""
         assert self._states is not None, "start() first"
-        now, current = tick.now, len(counted)
+        now, current = tick.now, len(counted) + replacing
         state, last_desired = self._states.get(name, (PolicyState(), current))
+        self._before[name] = (state, last_desired)
         try:
             booting = sum(1 for i in counted if i.state is not InstanceState.READY)
             inp = PolicyInput(now, reading.signals, current, state, self.policy.seasonal(name, tier, now), booting)
@@ -84,3 +96,20 @@ class DecidePhase:
         if (new_state, desired) != (state, last_desired):  # the store holds the last change; skip no-op writes
             tick.uow.save_policy_state(name, new_state, desired, now)
         return TierDecision(current, desired, reason, demand)
+
+    def hold_at(self, tick: Tick, name: str, decision: TierDecision, allowed: int, why: str) -> TierDecision:
+        """Capacity is short: the tier can reach only ``allowed`` this tick. Hold that, say so, and keep it
+        as the policy's last desired count, so the policy does not see a change it never made (its
+        windows would restart, and desired would flap between what it wants and what it gets)."""
+        assert self._states is not None, "decide() first"
+        if allowed >= decision.desired:
+            return decision
+        state, _ = self._states[name]
+        before, last_desired = self._before.get(name, (state, allowed))
+        last_change = before.last_change if last_desired == allowed else tick.now
+        held = replace(state, last_desired=allowed, last_change=last_change)
+        self._states[name] = (held, allowed)
+        if (held, allowed) != (before, last_desired):
+            tick.uow.save_policy_state(name, held, allowed, tick.now)
+        reason = f"{decision.reason}; capacity allows {allowed} ({why}) → hold {allowed}"
+        return replace(decision, desired=allowed, reason=reason)

@@ -21,16 +21,17 @@ from controller.reconciler.decision import DecidePhase
 from controller.reconciler.garbage import collect_garbage
 from controller.reconciler.offers import TierOffers
 from controller.reconciler.placement import UNAVAILABLE_FOR
-from controller.reconciler.plan import Create, Plan, instance_price, plan_tier
+from controller.reconciler.plan import NO_PLACEMENT, SPOT_WAIT, Create, Plan, instance_price, plan_tier
 from controller.reconciler.record import Recorder
+from controller.reconciler.replace import hand_backs, offers_to_avoid, unreplaced_notices
 from controller.reconciler.report import TickReport, TierTick
-from controller.reconciler.retire import NOTICE_DRAIN_MAX, DrainCheck, RetirePhase, Routes, RouteUpdate
+from controller.reconciler.retire import NOTICE_DRAIN_MAX, DrainCheck, RetirePhase, RouteRemove, Routes, RouteUpdate
 from controller.reconciler.sync import ReadinessCheck, SyncPhase
 from controller.reconciler.tick import Tick, by_tier
 from controller.signals.reading import SignalSource, TierReading
 from controller.store.repository import Store
 from domain.instance import Instance, InstanceState
-from providers.base import Provider
+from providers.base import Capacity, Provider
 
 __all__ = ["NOTICE_DRAIN_MAX", "Reconciler", "TickReport", "TierTick"]
 OFFERS_TTL = 60.0
@@ -50,6 +51,7 @@ class Reconciler:
         drain_check: DrainCheck | None = None,
         server_for: ServerFor | None = None,
         route_update: RouteUpdate | None = None,
+        route_remove: RouteRemove | None = None,
         max_concurrent_calls: int = 32,
         offers_ttl: float = OFFERS_TTL,
         offer_unavailable_for: float = UNAVAILABLE_FOR,
@@ -66,7 +68,10 @@ class Reconciler:
             self.providers, calls, self.backoffs, self.offers, self.recorder, key_prefix, server_for
         )
         self.retire = RetirePhase(self.providers, calls, drain_check)
-        self.routes = Routes(route_update)
+        self.routes = Routes(route_update, route_remove)
+        self._removed: dict[str, TierSpec] = {}  # last known specs of tiers gone from the configuration
+        self._known: dict[str, TierSpec] = {}
+        self._looked_up: set[str] = set()
         self._calls = calls
         self._started = False
 
@@ -87,6 +92,7 @@ class Reconciler:
             uow.commit()
             live = [i for i in live if i.state.is_live]
             grouped = by_tier(live)
+            tick.removed = self._removed_tiers(tiers, grouped)
             readings = await self.decide.read_signals(tiers, grouped)
             creates = self.creates.retries(tick, live)
             for name, tier in tiers.items():
@@ -102,20 +108,60 @@ class Reconciler:
             await self.routes.run(tick)
         return report
 
+    def _removed_tiers(
+        self, tiers: Mapping[str, TierSpec], grouped: Mapping[str, list[Instance]]
+    ) -> dict[str, TierSpec]:
+        """Tiers gone from the configuration that still have instances (or routing) to retire, with their
+        last applied spec: its drain timeout still holds for its instances."""
+        self._removed.update({n: spec for n, spec in self._known.items() if n not in tiers})
+        self._known = dict(tiers)
+        unknown = {n for n, insts in grouped.items() if insts and n not in tiers and n not in self._removed}
+        if unknown - self._looked_up:  # after a restart: the store's older configuration versions know them
+            self._removed.update(self.store.removed_tier_specs(unknown))
+            self._looked_up |= unknown  # a tier no version knows drains without a timeout; asked once
+        for name in [n for n in self._removed if n in tiers]:
+            del self._removed[name]  # applied again
+        removed = dict(self._removed)
+        for name in [n for n in self._removed if not grouped.get(n)]:
+            del self._removed[name]  # nothing left: one last tick for its routing to go, then forgotten
+        return removed
+
     def _decide_and_plan(
         self, tick: Tick, name: str, tier: TierSpec, instances: list[Instance], reading: TierReading
     ) -> list[PendingCreate]:
+        self._hand_back(tick, instances)
         offers = self.offers.of(tier)
         price = instance_price(name, tier, offers, self.backoffs, tick.now)
-        decision = self.decide.decide(tick, name, tier, [i for i in instances if i.counted], reading, price)
+        counted, replacing = [i for i in instances if i.counted], len(unreplaced_notices(instances))
+        decision = self.decide.decide(tick, name, tier, counted, reading, price, replacing=replacing)
+        avoid = offers_to_avoid(instances)
+        plan = plan_tier(
+            name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now, avoid=avoid
+        )
+        if any(n.kind == SPOT_WAIT for n in plan.notes):
+            self.backoffs.spot_short(name, tick.now)  # fallback_after counts from the first wait
+        elif any(c.placement.capacity is Capacity.SPOT for c in plan.creates):
+            self.backoffs.spot_placed(name)
+        short = next((n.message for n in plan.notes if n.kind == NO_PLACEMENT), None)
+        if short is not None:  # hold what capacity allows, and say so
+            decision = self.decide.hold_at(tick, name, decision, len(counted) + len(plan.creates), short)
         self.recorder.decision(tick, name, decision, reading)
         ready = sum(1 for i in instances if i.state is InstanceState.READY)
-        plan = plan_tier(name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now)
         tick.report.tiers[name] = TierTick(
             name, decision.current, decision.desired, decision.reason, ready, plan.launched, plan.retired,
             signals=reading.signals, errors=reading.errors,
         )  # fmt: skip
         return self._apply(tick, plan)
+
+    @staticmethod
+    def _hand_back(tick: Tick, instances: list[Instance]) -> None:
+        """A ready spot surge takes its fallback's place before the policy counts the tier, so the
+        policy never sees (and holds) the surge on top of the instance it replaces."""
+        for hand in hand_backs(instances):
+            replaced = hand.fallback.key if hand.fallback else "nothing left to replace"
+            tick.record(hand.surge.take_place(tick.now, f"ready; replaces {replaced}"))
+            if hand.fallback is not None:
+                tick.record(hand.fallback.start_draining(tick.now, f"handed back to spot: {hand.surge.key} is ready"))
 
     def _apply(self, tick: Tick, plan: Plan) -> list[PendingCreate]:
         """The plan's drains start now; its creates become intents, stored at the next commit."""

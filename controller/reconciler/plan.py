@@ -11,8 +11,12 @@ from controller.config import TierSpec
 from controller.reconciler import placement, scale
 from controller.reconciler.backoffs import Backoffs
 from controller.reconciler.decide import tier_price_per_hour
+from controller.reconciler.replace import OfferKey, noticed
 from domain.instance import Instance, InstanceState
 from providers.base import Capacity, Offer
+
+NO_PLACEMENT = "no-placement"  # the note when capacity (offers, their room, the budget) runs out
+SPOT_WAIT = "spot-wait"  # the note while a spot tier waits ``fallback_after`` before falling back
 
 
 @dataclass(frozen=True)
@@ -77,15 +81,23 @@ def plan_tier(
     offers: Sequence[Offer],
     backoffs: Backoffs,
     now: float,
+    *,
+    avoid: frozenset[OfferKey] = frozenset(),
 ) -> Plan:
-    """``instances``: the tier's live instances (draining and surges included: everything that bills)."""
+    """``instances``: the tier's live instances (draining and surges included: everything that bills).
+    ``avoid``: offers being taken back (``replace.offers_to_avoid``), used only when nothing else fits."""
     counted = scale.counted(instances)
     current = len(counted)
     if desired > current:
-        room = max(0, tier.max - len(instances))
-        return plan_creates(name, tier, instances, min(desired - current, room), offers, backoffs, now)
+        # a warned instance holds no place under max: its replacement starts before it is gone
+        room = max(0, tier.max - len(instances) + len(noticed(instances)))
+        return plan_creates(name, tier, instances, min(desired - current, room), offers, backoffs, now, avoid=avoid)
     if desired < current:
-        retiring = scale.retirement_order(counted, tier.capacity)[: current - desired]
+        order = scale.retirement_order(counted, tier.capacity)
+        if tier.on_demand_base:  # the base's on-demand instances go last (the cheapest ones are the base)
+            base = sorted((i for i in counted if _on_demand(i)), key=lambda i: i.price_per_hour)[: tier.on_demand_base]
+            order = [i for i in order if i not in base] + base
+        retiring = order[: current - desired]
         return Plan(drains=[Drain(i, f"scale in: {reason}") for i in retiring])
     return plan_rebalance(name, tier, instances, offers, backoffs, now)
 
@@ -100,19 +112,36 @@ def plan_creates(
     now: float,
     *,
     surge: bool = False,
+    avoid: frozenset[OfferKey] = frozenset(),
 ) -> Plan:
-    """Up to ``count`` creates on the best offers, within the budget and the offers' room."""
+    """Up to ``count`` creates on the best offers, within the budget and the offers' room; offers in
+    ``avoid`` come last."""
     plan = Plan()
     if count <= 0 or backoffs.creates_blocked(name, now):
         return plan  # nothing wanted, or creates keep failing: wait out the back-off
     spend = sum(i.price_per_hour for i in instances)
-    ranked = placement.ranked_offers(tier, offers, backoffs.offers, now, spot_backoff=backoffs.spot_backoff(name, now))
+    spot_backoff = backoffs.spot_backoff(name, now)
+    ranked = _avoiding(placement.ranked_offers(tier, offers, backoffs.offers, now, spot_backoff=spot_backoff), avoid)
+    waiting = not spot_backoff and not backoffs.fallback_allowed(name, now, tier.fallback_after)
+    if waiting:
+        ranked = [p for p in ranked if not p.fallback]
+    base_missing = max(0, tier.on_demand_base - sum(1 for i in scale.counted(instances) if _on_demand(i)))
+    base_ranked = ranked
+    if base_missing and not surge:  # the base first; spot stands in only when no on-demand offer can
+        base_tier = tier.model_copy(update={"capacity": "on-demand", "fallback": None})
+        base_ranked = [*_avoiding(placement.ranked_offers(base_tier, offers, backoffs.offers, now), avoid), *ranked]
     in_use: dict[str, int] = defaultdict(int)
-    for _ in range(count):
-        chosen = placement.choose(ranked, spend, tier.budget_per_hour, in_use)
+    for n in range(count):
+        chosen = placement.choose(
+            base_ranked if n < base_missing and not surge else ranked, spend, tier.budget_per_hour, in_use
+        )
         if chosen is None:
-            why = "budget" if ranked else "no available offer"
-            plan.notes.append(Note(name, "no-placement", f"cannot place an instance of {tier.gpu}: {why}"))
+            if waiting and tier.fallback is not None:
+                message = f"no spot offer for {tier.gpu}: waiting up to {tier.fallback_after:g}s before on-demand"
+                plan.notes.append(Note(name, SPOT_WAIT, message))
+            else:
+                why = "budget" if ranked else "no available offer"
+                plan.notes.append(Note(name, NO_PLACEMENT, f"cannot place an instance of {tier.gpu}: {why}"))
             break
         in_use[chosen.offer.offer_id] += 1
         spend += chosen.price_per_hour
@@ -120,23 +149,35 @@ def plan_creates(
     return plan
 
 
+def _on_demand(inst: Instance) -> bool:
+    return inst.capacity == Capacity.ON_DEMAND.value and not inst.surge
+
+
+def _avoiding(ranked: list[placement.Placement], avoid: frozenset[OfferKey]) -> list[placement.Placement]:
+    """Offers being taken back go last (a stable sort keeps the rest in order)."""
+    return sorted(ranked, key=lambda p: (p.offer.provider, p.offer.offer_id, p.capacity.value) in avoid)
+
+
 def plan_rebalance(
     name: str, tier: TierSpec, instances: Sequence[Instance], offers: Sequence[Offer], backoffs: Backoffs, now: float
 ) -> Plan:
     """Spot is back and cheaper: replace one on-demand fallback instance with spot. Make-before-break
-    (a surge instance, then the fallback drains) when the tier has room under ``max``; at ``max``,
-    break-before-make (the fallback drains, and the scale-out that follows places spot), since ``max``
-    is never exceeded. One replacement at a time."""
+    (a surge instance; once it is ready the fallback drains, ``replace.hand_backs``) when the tier has
+    room under ``max`` and ``max_surge`` allows; otherwise break-before-make (the fallback drains, and
+    the scale-out that follows places spot). One replacement at a time, so the fleet never bills more
+    than the desired size plus ``max_surge``."""
     if tier.capacity != "spot" or tier.fallback is None or backoffs.spot_backoff(name, now):
         return Plan()
     ready, draining = InstanceState.READY, InstanceState.DRAINING
-    if any((i.surge and i.state is not ready) or i.state is draining for i in instances):
-        return Plan()
+    surges = sum(1 for i in instances if i.surge)
+    if surges + sum(1 for i in instances if i.state is draining) >= max(1, tier.max_surge):
+        return Plan()  # what bills beyond the desired size is already at max_surge (drain-first: one at a time)
     fallbacks = [i for i in instances if i.state is ready and i.capacity == Capacity.ON_DEMAND.value]
-    if not fallbacks:
+    if len(fallbacks) <= tier.on_demand_base + surges:  # none left to replace beyond the base and the surges
         return Plan()
+    fallbacks = sorted(fallbacks, key=lambda i: i.price_per_hour)[tier.on_demand_base :]
     costliest = max(fallbacks, key=lambda i: i.price_per_hour)
-    at_max = len(instances) >= tier.max
+    at_max = len(instances) >= tier.max or tier.max_surge < 1
     spend = sum(i.price_per_hour for i in instances) - (costliest.price_per_hour if at_max else 0.0)
     spot_tier = tier.model_copy(update={"fallback": None})
     ranked = placement.ranked_offers(spot_tier, offers, backoffs.offers, now)
@@ -144,5 +185,6 @@ def plan_rebalance(
     if chosen is None or chosen.price_per_hour >= costliest.price_per_hour:
         return Plan()  # no spot, or spot no cheaper (A100 spot sometimes costs more): keep what runs
     if at_max:
-        return Plan(rebalances=[Drain(costliest, "hand back to spot (at max: drain first)")])
+        why = "at max" if len(instances) >= tier.max else "max_surge 0"
+        return Plan(rebalances=[Drain(costliest, f"hand back to spot ({why}: drain first)")])
     return Plan(rebalances=[Create(name, chosen, surge=True)])

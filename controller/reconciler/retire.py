@@ -16,6 +16,7 @@ from providers.errors import InstanceNotFound
 log = logging.getLogger("scalectl.reconciler")
 DrainCheck = Callable[[Instance], Awaitable[float | None]]  # requests still running, None unknown
 RouteUpdate = Callable[[str, TierSpec, list[str]], Awaitable[None]]
+RouteRemove = Callable[[str], Awaitable[None]]  # a removed tier's routing (its upstream) goes away
 NOTICE_DRAIN_MAX = 90.0  # an instance warned of a reclaim drains at most this long (AWS warns 120 s ahead)
 
 
@@ -33,8 +34,8 @@ class RetirePhase:
         draining = [i for i in instances if i.state is InstanceState.DRAINING and (i.next_attempt_at or 0) <= now]
         done, checks = [], []
         for inst in draining:
-            tier = tick.tiers.get(inst.tier)
-            timeout = tier.drain_timeout if tier is not None else 0.0
+            tier = tick.tiers.get(inst.tier) or tick.removed.get(inst.tier)
+            timeout = tier.drain_timeout if tier is not None else 0.0  # a tier no stored version knows
             if inst.interrupted:  # warned of a reclaim: finish what runs, within the notice window
                 timeout = min(timeout, NOTICE_DRAIN_MAX)
             if inst.ready_at is None or self.drain_check is None or inst.address is None:
@@ -64,10 +65,12 @@ class RetirePhase:
 
 
 class Routes:
-    """Tells the router the ready addresses of each tier, when they changed."""
+    """Tells the router the ready addresses of each tier, when they changed. A removed tier is first
+    routed nowhere (its instances drain), then, once none is left, its routing is removed."""
 
-    def __init__(self, update: RouteUpdate | None):
+    def __init__(self, update: RouteUpdate | None, remove: RouteRemove | None = None):
         self.update = update
+        self.remove = remove
         self._routes: dict[str, list[str]] = {}
 
     async def run(self, tick: Tick) -> None:
@@ -76,10 +79,26 @@ class Routes:
         grouped = by_tier(tick.uow.instances.live())
         for name, tier in tick.tiers.items():
             ready = (i for i in grouped[name] if i.state is InstanceState.READY and i.address)
-            endpoints = sorted(i.address for i in ready if i.address)
-            if self._routes.get(name) != endpoints:
-                try:
-                    await self.update(name, tier, endpoints)
-                    self._routes[name] = endpoints
-                except Exception as exc:
-                    log.error("routing update for %s failed: %s", name, one_line(exc))
+            await self._route(name, tier, sorted(i.address for i in ready if i.address))
+        for name, tier in tick.removed.items():
+            if grouped[name]:
+                await self._route(name, tier, [])
+            elif name in self._routes:
+                await self._remove(name)
+
+    async def _route(self, name: str, tier: TierSpec, endpoints: list[str]) -> None:
+        if self.update is None or self._routes.get(name) == endpoints:
+            return
+        try:
+            await self.update(name, tier, endpoints)
+            self._routes[name] = endpoints
+        except Exception as exc:
+            log.error("routing update for %s failed: %s", name, one_line(exc))
+
+    async def _remove(self, name: str) -> None:
+        try:
+            if self.remove is not None:
+                await self.remove(name)
+            del self._routes[name]
+        except Exception as exc:
+            log.error("removing the routing of %s failed: %s", name, one_line(exc))

@@ -8,9 +8,10 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from controller.config import TierSpec
 from controller.reconciler import lifecycle
-from controller.reconciler.backoffs import Backoffs
+from controller.reconciler.backoffs import CRASH_WITHIN, Backoffs
 from controller.reconciler.calls import Calls, one_line
 from controller.reconciler.tick import Tick
+from controller.store.history import CRASH_BACKOFF
 from domain.instance import NOTICED, Instance, InstanceEvent, InstanceState
 from providers.base import Provider, ProviderInstance
 from providers.errors import InstanceNotFound
@@ -34,17 +35,30 @@ class SyncPhase:
         self.backoffs = backoffs
         self.key_prefix = key_prefix
         self.readiness = readiness
+        self._listed_at: dict[str, float] = {}  # provider -> when its last listing answered
 
     async def run(self, tick: Tick, instances: list[Instance]) -> Listings:
-        seen, by_key = await self._list(tick)
+        seen, by_key = await self._list(tick, self._to_list(tick, instances))
         confirmed = await self._confirm_missing(instances, seen)
         for inst in instances:
             self._sync_one(tick, inst, seen, by_key, confirmed)
         await self._probe_bootstrapping(tick, instances)
         return seen
 
-    async def _list(self, tick: Tick) -> tuple[Listings, dict[str, ProviderInstance]]:
-        names = sorted(self.providers)
+    def _to_list(self, tick: Tick, instances: list[Instance]) -> list[str]:
+        """Providers to list this tick: all, except one that polls less when idle (every instance of ours
+        there is ready) and was listed less than its ``idle_list_every`` ago. Skipped means held, as if
+        unreachable: nothing is adopted, ended or collected there this tick."""
+        busy = {i.provider for i in instances if i.state is not S.READY or i.notice_at is not None}
+        names = []
+        for name in sorted(self.providers):
+            every = self.providers[name].capabilities.idle_list_every
+            last = self._listed_at.get(name)
+            if every is None or name in busy or last is None or tick.now - last >= every:
+                names.append(name)
+        return names
+
+    async def _list(self, tick: Tick, names: list[str]) -> tuple[Listings, dict[str, ProviderInstance]]:
         listings = await self.calls.gather(self.providers[n].list(self.key_prefix) for n in names)
         seen: Listings = {}
         by_key: dict[str, ProviderInstance] = {}
@@ -52,6 +66,7 @@ class SyncPhase:
             if isinstance(result, BaseException):
                 tick.report.provider_errors[name] = one_line(result)
                 continue
+            self._listed_at[name] = tick.now
             seen[name] = {i.provider_id: i for i in result}
             by_key.update({listed.key: listed for listed in result if listed.key})
         return seen, by_key
@@ -111,6 +126,13 @@ class SyncPhase:
         if change.interrupted:
             inst.mark_interrupted(now)
             self.backoffs.interrupted(inst.tier, now)
+        if self._crashed(inst, change, now):
+            crashes, delay = self.backoffs.crashed(inst.tier, inst.provider, inst.offer_id, now)
+            message = (
+                f"{crashes} early failure(s) lately; offer {inst.offer_id} at {inst.provider} skipped for a while, "
+                f"creates wait {delay:g}s"
+            )
+            tick.event(inst.tier, inst.key, CRASH_BACKOFF, f"{message} ({change.reason})")
         if change.state is S.DRAINING:
             end_state = change.end_state or S.TERMINATED
             tick.record(
@@ -122,6 +144,15 @@ class SyncPhase:
             tick.record(inst.end(change.state, now, change.reason, change.event or "ended"))
         elif change.state != inst.state:
             tick.record(inst.move(change.state, now, change.reason, change.event))
+
+    @staticmethod
+    def _crashed(inst: Instance, change: lifecycle.Transition, now: float) -> bool:
+        """A server that never became ready, or a machine lost soon after its launch: a crash loop in
+        the making, which relaunching on the same offer every tick would only feed."""
+        if change.event == "bootstrap-timeout":
+            return True
+        launched = inst.launched_at if inst.launched_at is not None else inst.created_at
+        return change.event == "lost" and now - launched <= CRASH_WITHIN
 
     async def _probe_bootstrapping(self, tick: Tick, instances: list[Instance]) -> None:
         waiting = [i for i in instances if i.state is S.BOOTSTRAPPING and i.tier in tick.tiers]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from controller.config import TierSpec
 from controller.reconciler.report import TickReport
@@ -19,6 +19,7 @@ class Tick:
     tiers: Mapping[str, TierSpec]
     uow: UnitOfWork
     report: TickReport
+    removed: Mapping[str, TierSpec] = field(default_factory=dict)  # tiers gone from the config, still draining
 
     def record(self, event: InstanceEvent | None) -> None:
         self.uow.record(event)

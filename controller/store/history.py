@@ -14,6 +14,7 @@ NO_CAPACITY = "no-capacity"
 PROVIDER_REFUSED = "provider-refused"
 CREATE_BACKOFF = "create-backoff"
 LAUNCHED = "launched"
+CRASH_BACKOFF = "crash-backoff"
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,7 @@ class FailureHistory:
     no_capacity: list[tuple[str, str, str, float]] = field(default_factory=list)  # (provider, offer, capacity, t)
     refused: list[tuple[str, float]] = field(default_factory=list)  # (provider, t)
     create_backoffs: list[tuple[str, float]] = field(default_factory=list)  # (tier, t) since its last launch
+    crashes: list[tuple[str, str, str, float]] = field(default_factory=list)  # (tier, provider, offer, t)
 
 
 def failure_history(session: Session, since: float) -> FailureHistory:
@@ -34,9 +36,9 @@ def failure_history(session: Session, since: float) -> FailureHistory:
         .order_by(inst.interrupted_at)
     ).all()
     refusals = session.execute(
-        select(ev.kind, inst.provider, inst.offer_id, inst.capacity, ev.t)
+        select(ev.kind, inst.provider, inst.offer_id, inst.capacity, ev.t, inst.tier)
         .join(inst, inst.key == ev.instance_key)
-        .where(ev.kind.in_((NO_CAPACITY, PROVIDER_REFUSED)), ev.t >= since)
+        .where(ev.kind.in_((NO_CAPACITY, PROVIDER_REFUSED, CRASH_BACKOFF)), ev.t >= since)
         .order_by(ev.t, ev.id)
     ).all()
     launches = session.execute(select(ev.tier, func.max(ev.id)).where(ev.kind == LAUNCHED).group_by(ev.tier)).all()
@@ -46,7 +48,8 @@ def failure_history(session: Session, since: float) -> FailureHistory:
     ).all()
     return FailureHistory(
         interruptions=[(tier, t) for tier, t in interruptions if t is not None],
-        no_capacity=[(p, o, c, t) for kind, p, o, c, t in refusals if kind == NO_CAPACITY],
-        refused=[(p, t) for kind, p, _o, _c, t in refusals if kind == PROVIDER_REFUSED],
+        no_capacity=[(p, o, c, t) for kind, p, o, c, t, _tier in refusals if kind == NO_CAPACITY],
+        refused=[(p, t) for kind, p, _o, _c, t, _tier in refusals if kind == PROVIDER_REFUSED],
         create_backoffs=[(tier, t) for tier, id_, t in backoffs if tier and id_ > (last_launch.get(tier) or 0)],
+        crashes=[(tier, p, o, t) for kind, p, o, _c, t, tier in refusals if kind == CRASH_BACKOFF],
     )

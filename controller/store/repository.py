@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -107,6 +107,24 @@ class Store:
         """The tiers of the applied configuration."""
         fleet = self.fleet_config()
         return dict(fleet.tiers) if fleet is not None else {}
+
+    def removed_tier_specs(self, names: Iterable[str], versions: int = 100) -> dict[str, TierSpec]:
+        """The last applied spec of each named tier the current configuration no longer has (its drain
+        timeout still governs its instances), looking back at most ``versions`` versions."""
+        from controller.errors import ConfigError
+
+        wanted, found = set(names), {}
+        with self.sessions() as s:
+            for stored in s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(versions)):
+                if not wanted:
+                    break
+                try:
+                    tiers = _parse_version(stored).tiers  # type: ignore[union-attr]  # a stored version parses
+                except ConfigError:  # written by an older release in a form this one refuses: look further back
+                    continue
+                found.update({name: tiers[name] for name in wanted & set(tiers)})
+                wanted -= set(found)
+        return found
 
     def tier_specs(self) -> dict[str, dict[str, Any]]:
         """The active tiers in their canonical JSON form (what `diff` and `get tiers` show)."""

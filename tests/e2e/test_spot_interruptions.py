@@ -5,6 +5,9 @@ stand-in, so readiness and drain checks run for real — on loopback only."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 import sqlite3
 import threading
 import time
@@ -13,16 +16,25 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import httpx
 import pytest
 
 from clocks import SystemClock
-from tests.e2e.helpers import start_daemon
+from tests.e2e.helpers import free_port, start_daemon
 from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, start_fake_spheron
 from vllm_standin.server import run_in_thread
 
 pytestmark = pytest.mark.e2e
 SPOT_OFFER = "sai-h100-sxm5-spot"
 LIVE = ("pending", "provisioning", "bootstrapping", "ready")
+SECRET = "e2e-agent-secret-0123456789abcdef"
+
+
+def signed(body: bytes) -> dict[str, str]:
+    """docs/webhooks.md: HMAC-SHA256 over "<timestamp>.<raw body>", hex, with a sha256= prefix."""
+    ts = str(int(time.time()))
+    digest = hmac.new(SECRET.encode(), ts.encode() + b"." + body, hashlib.sha256).hexdigest()
+    return {"Content-Type": "application/json", "X-Scalectl-Timestamp": ts, "X-Scalectl-Signature": f"sha256={digest}"}
 
 
 @pytest.fixture
@@ -99,19 +111,43 @@ def test_preemptions_are_replaced_at_once_with_fallback_and_hand_back(
     fake, url, port = cloud
     config = tmp_path / "tiers.yaml"
     config.write_text(tiers_yaml(url, port))
+    http_port = free_port()
     daemon = start_daemon(
         tmp_path,
         "--config",
         str(config),
         "--port",
-        "0",
+        str(http_port),
         SCALECTL_SPHERON_API_KEY=API_KEY,
+        SCALECTL_WEBHOOK_SECRET=SECRET,
         SCALECTL_TICK_INTERVAL="1",
         SCALECTL_OFFERS_TTL="1",
         SCALECTL_OFFER_UNAVAILABLE_FOR="5",
     )
     try:
         wait_for("3 spot instances ready", lambda: sum(r["state"] == "ready" for r in live(tmp_path, "spot")) == 3)
+
+        # 0. An interruption notice (the on-instance agent's webhook): replaced in the tick that sees it,
+        # while the warned instance still drains.
+        warned = live(tmp_path)[0]
+        notice = {"provider": "spheron", "key": warned["key"], "instance_id": warned["provider_id"]}
+        notice["action"] = "terminate"
+        body = json.dumps(notice).encode()
+        url = f"http://127.0.0.1:{http_port}/v1/webhooks/interruption"
+        answer = httpx.post(url, content=body, headers=signed(body), timeout=10)
+        assert answer.status_code == 202, answer.text
+
+        def warned_and_replaced() -> bool:
+            row = next(r for r in rows(tmp_path) if r["key"] == warned["key"])
+            return row["drain_started_at"] is not None and any(
+                r["created_at"] == row["drain_started_at"] for r in rows(tmp_path) if r["key"] != warned["key"]
+            )
+
+        wait_for("the warned instance replaced in the same tick", warned_and_replaced)
+        wait_for("the warned instance retired", lambda: warned["key"] not in {r["key"] for r in live(tmp_path)})
+        wait_for(
+            "3 spot instances ready again", lambda: sum(r["state"] == "ready" for r in live(tmp_path, "spot")) == 3
+        )
 
         # 1. A preemption (Spheron shows it as terminated-provider): replaced in the same tick.
         victim = live(tmp_path)[0]
@@ -138,9 +174,22 @@ def test_preemptions_are_replaced_at_once_with_fallback_and_hand_back(
         wait_for("an on-demand fallback instance", lambda: len(live(tmp_path, "on-demand")) == 1)
         assert len(live(tmp_path)) == 3
 
-        # 3. Spot comes back (and is cheaper): the fallback is replaced by spot, make-before-break.
+        # 3. Spot comes back (and is cheaper): the fallback is handed back to spot, never above 3 + 1 billed.
+        peak, sampling = [0], threading.Event()
+
+        def sample() -> None:
+            while not sampling.wait(0.05):
+                peak[0] = max(peak[0], len([d for d in fake.live() if d["name"].startswith("sc-")]))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         fake.set_available(SPOT_OFFER, True)
-        wait_for("back on spot only", lambda: len(live(tmp_path, "on-demand")) == 0 and len(live(tmp_path)) == 3)
+        try:
+            wait_for("back on spot only", lambda: len(live(tmp_path, "on-demand")) == 0 and len(live(tmp_path)) == 3)
+        finally:
+            sampling.set()
+            sampler.join(timeout=5)
+        assert 3 <= peak[0] <= 4
         fallback = next(r for r in rows(tmp_path) if r["capacity"] == "on-demand")
         assert fallback["state"] == "terminated" and not fallback["interrupted"]
         assert max(len(fake.live()), 0) <= 4  # never more than max + one surge at the provider

@@ -289,6 +289,25 @@ async def test_route_update_passes_affinity_listen_and_skips_bad_addresses(fleet
     assert (custom.name, custom.session_affinity, custom.listen, custom_eps) == ("custom", False, None, [])
 
 
+async def test_route_remove_deletes_a_removed_tiers_upstream(fleet: FleetConfig, tmp_path: Path) -> None:
+    settings = Settings(
+        routing="nginx",
+        routing_conf_dir=tmp_path,
+        routing_main_conf=tmp_path / "nginx.conf",
+        routing_test_command=["true"],
+        routing_reload_command=["true"],
+    )
+    hooks = build_hooks(settings, FakeClock(), lambda: fleet)
+    try:
+        await hooks.route_update("chat", fleet.tiers["chat"], ["127.0.0.1:7001"])
+        target = hooks._router
+        assert isinstance(target, NginxTarget) and target.path_for("chat").exists()
+        await hooks.route_remove("chat")
+        assert not target.path_for("chat").exists()
+    finally:
+        await hooks.aclose()
+
+
 # ---- what the daemon gets -------------------------------------------------------------------------------
 async def test_reconciler_kwargs_follow_the_settings(fleet: FleetConfig, tmp_path: Path) -> None:
     plain = build_hooks(Settings(), FakeClock(), fleet)
@@ -312,7 +331,7 @@ async def test_reconciler_kwargs_follow_the_settings(fleet: FleetConfig, tmp_pat
         lambda: fleet,
     )
     kwargs = routed.reconciler_kwargs()
-    assert "route_update" in kwargs
+    assert "route_update" in kwargs and "route_remove" in kwargs
     target = routed._router
     assert isinstance(target, NginxTarget)
     assert target.config_dir == tmp_path

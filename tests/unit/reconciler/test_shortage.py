@@ -1,0 +1,49 @@
+"""Under a capacity shortage the desired count holds what capacity allows (and says so) instead of
+flapping between what the policy wants and what the tier has; when capacity returns, it scales out."""
+
+from __future__ import annotations
+
+from clocks import FakeClock
+from controller.config import parse_config
+from controller.reconciler.decide import PolicyRunner
+from controller.reconciler.loop import Reconciler
+from controller.signals.static import StaticSignals
+from controller.store.db import make_engine
+from controller.store.models import Base
+from controller.store.repository import Store
+from providers.base import Capacity
+from providers.registry import ProviderConfig
+from providers.simulated import SimulatedCloud
+from tests.builders import min_floor, tier, tiers_yaml
+
+
+async def test_desired_holds_what_capacity_allows_without_flapping() -> None:
+    clock = FakeClock()
+    options = {"provision_delay_min": 30.0, "provision_delay_max": 30.0}
+    cloud = SimulatedCloud(ProviderConfig(name="simulated", type="simulated", options=options), clock)
+    engine = make_engine("sqlite://")
+    Base.metadata.create_all(engine)
+    store = Store(engine)
+    text = tiers_yaml({"t": tier(max=8, policy=min_floor(1, scale_out_after="10s"))})
+    store.apply_config(parse_config(text, "t"), text, "t", clock.now())
+    cloud.set_capacity("H100-SXM5-80GB", 1, capacity=Capacity.ON_DEMAND)  # one machine per region: 2 in all
+    signals = StaticSignals(clock)
+    signals.set("t", queue_depth=100.0)  # wants 10, capped at max 8
+    reconciler = Reconciler(store, {"simulated": cloud}, signals, clock, policy=PolicyRunner())
+    desired: list[int] = []
+    reasons: list[str] = []
+    for _ in range(30):
+        report = await reconciler.tick()
+        desired.append(report.tiers["t"].desired)
+        reasons.append(report.tiers["t"].reason)
+        clock.advance(5)
+    assert set(desired[10:]) == {2}  # held at what capacity allows, every tick
+    assert sum("capacity allows 2" in r for r in reasons[10:]) >= 5  # and said so whenever the policy wanted more
+    assert any(e.kind == "no-placement" for e in store.events(tier="t"))
+
+    cloud.set_capacity("H100-SXM5-80GB", 100, capacity=Capacity.ON_DEMAND)
+    clock.advance(120)  # the offers cache sees it
+    for _ in range(12):
+        report = await reconciler.tick()
+        clock.advance(5)
+    assert report.tiers["t"].current == 8
