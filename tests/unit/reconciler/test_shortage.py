@@ -24,7 +24,7 @@ async def test_desired_holds_what_capacity_allows_without_flapping() -> None:
     engine = make_engine("sqlite://")
     Base.metadata.create_all(engine)
     store = Store(engine)
-    text = tiers_yaml({"t": tier(max=8, policy=min_floor(1, scale_out_after="10s"))})
+    text = tiers_yaml({"t": tier(max=8, policy=min_floor(1, mode="thresholds", scale_out_after="10s"))})
     store.apply_config(parse_config(text, "t"), text, "t", clock.now())
     cloud.set_capacity("H100-SXM5-80GB", 1, capacity=Capacity.ON_DEMAND)  # one machine per region: 2 in all
     signals = StaticSignals(clock)
