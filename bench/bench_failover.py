@@ -12,10 +12,10 @@ From the repository root, with PostgreSQL on 127.0.0.1:5432 (database ``test``, 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import statistics
 import tempfile
-import threading
 import time
 import uuid
 from collections import Counter
@@ -26,7 +26,7 @@ from sqlalchemy.engine import make_url
 
 from clocks import SystemClock
 from tests.e2e.helpers import scalectl, start_daemon
-from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, start_fake_spheron
+from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, booting_spheron
 from tests.services import PG_URL, ensure_service
 
 TIERS = """
@@ -60,17 +60,8 @@ def main() -> None:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     db_url = make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
     engine = create_engine(db_url)
-    fake, server = start_fake_spheron(SystemClock(), minimum_runtime_minutes=0)
-    stop = threading.Event()
-
-    def boot() -> None:
-        while not stop.wait(0.2):
-            with fake.lock:
-                for d in fake.deployments.values():
-                    if d["status"] == "deploying":
-                        d["status"] = "running"
-
-    threading.Thread(target=boot, daemon=True).start()
+    stack = contextlib.ExitStack()
+    fake, server = stack.enter_context(booting_spheron(SystemClock(), minimum_runtime_minutes=0))
     env = {
         "SCALECTL_DATABASE_URL": db_url,
         "SCALECTL_SPHERON_API_KEY": API_KEY,
@@ -135,8 +126,7 @@ def main() -> None:
             p.terminate()
         for p in procs.values():
             p.wait(timeout=30)
-        stop.set()
-        server.stop()
+        stack.close()
         engine.dispose()
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

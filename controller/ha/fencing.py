@@ -10,13 +10,17 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
 from controller.ha.elector import LeaderElector
-from providers.base import GpuRequest, LaunchSpec, Offer, Provider, ProviderInstance
+from controller.provider_proxy import ProviderProxy, as_provider
+from providers.base import Provider
+
+T = TypeVar("T")
 
 
 def fence_commits(sessions: sessionmaker[Session], elector: LeaderElector) -> None:
@@ -26,46 +30,18 @@ def fence_commits(sessions: sessionmaker[Session], elector: LeaderElector) -> No
     event.listen(sessions, "before_commit", _before_commit)
 
 
-class FencedProvider:
+class FencedProvider(ProviderProxy):
     """A provider whose every call is made only inside a valid leadership term."""
 
     def __init__(self, inner: Provider, elector: LeaderElector) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._elector = elector
-        self.name = inner.name
 
-    def __getattr__(self, attr: str) -> Any:  # capabilities, settings and helpers pass through
-        return getattr(self._inner, attr)
-
-    @property
-    def inner(self) -> Provider:
-        return self._inner
-
-    async def offers(self, want: GpuRequest) -> list[Offer]:
-        self._elector.check()
-        return await self._inner.offers(want)
-
-    async def create(self, spec: LaunchSpec) -> ProviderInstance:
-        self._elector.check()
-        return await self._inner.create(spec)
-
-    async def get(self, provider_id: str) -> ProviderInstance:
-        self._elector.check()
-        return await self._inner.get(provider_id)
-
-    async def list(self, key_prefix: str) -> list[ProviderInstance]:
-        self._elector.check()
-        return await self._inner.list(key_prefix)
-
-    async def delete(self, provider_id: str) -> None:
-        self._elector.check()
-        await self._inner.delete(provider_id)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+    async def _around(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
+        self._elector.check()  # before the call starts: a deposed daemon sends nothing
+        return await call()
 
 
 def fenced(provider: Provider, elector: LeaderElector) -> Provider:
-    """The provider behind the fence. Capabilities and ``render_launch`` are the inner adapter's (passed
-    through), which the Provider protocol declares on the class: hence the cast."""
-    return cast(Provider, FencedProvider(provider, elector))
+    """The provider behind the fence."""
+    return as_provider(FencedProvider(provider, elector))

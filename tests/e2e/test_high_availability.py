@@ -13,7 +13,6 @@ import os
 import random
 import signal
 import subprocess
-import threading
 import time
 import uuid
 from collections import Counter
@@ -27,7 +26,7 @@ from sqlalchemy.engine import make_url
 
 from clocks import SystemClock
 from tests.e2e.helpers import daemon_log, scalectl, start_daemon
-from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, start_fake_spheron
+from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, booting_spheron
 from tests.services import PG_URL, ensure_service
 
 pytestmark = pytest.mark.e2e
@@ -52,24 +51,8 @@ def pg_url() -> Iterator[str]:
 
 @pytest.fixture
 def cloud() -> Iterator[tuple[FakeSpheron, str]]:
-    fake, server = start_fake_spheron(SystemClock(), minimum_runtime_minutes=0)
-    stop = threading.Event()
-
-    def boot() -> None:  # deployments finish deploying a moment after they are created
-        while not stop.wait(0.2):
-            with fake.lock:
-                for d in fake.deployments.values():
-                    if d["status"] == "deploying":
-                        d["status"] = "running"
-
-    booter = threading.Thread(target=boot, daemon=True)
-    booter.start()
-    try:
+    with booting_spheron(SystemClock(), minimum_runtime_minutes=0) as (fake, server):
         yield fake, server.url
-    finally:
-        stop.set()
-        booter.join(timeout=5)
-        server.stop()
 
 
 def tiers_yaml(url: str, floor: int) -> str:

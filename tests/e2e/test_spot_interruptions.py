@@ -21,7 +21,7 @@ import pytest
 
 from clocks import SystemClock
 from tests.e2e.helpers import free_port, start_daemon
-from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, start_fake_spheron
+from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, booting_spheron
 from vllm_standin.server import run_in_thread
 
 pytestmark = pytest.mark.e2e
@@ -42,24 +42,10 @@ def cloud() -> Iterator[tuple[FakeSpheron, str, int]]:
     standins = run_in_thread()
     port = urlparse(standins.url).port
     assert port is not None
-    fake, server = start_fake_spheron(SystemClock(), minimum_runtime_minutes=0, ip_address="127.0.0.1")
-    stop = threading.Event()
-
-    def boot() -> None:  # machines finish deploying a moment after they are created
-        while not stop.wait(0.2):
-            with fake.lock:
-                for d in fake.deployments.values():
-                    if d["status"] == "deploying":
-                        d["status"] = "running"
-
-    booter = threading.Thread(target=boot, daemon=True)
-    booter.start()
     try:
-        yield fake, server.url, port
+        with booting_spheron(SystemClock(), minimum_runtime_minutes=0, ip_address="127.0.0.1") as (fake, server):
+            yield fake, server.url, port
     finally:
-        stop.set()
-        booter.join(timeout=5)
-        server.stop()
         standins.stop()
 
 

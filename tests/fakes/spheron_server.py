@@ -32,7 +32,8 @@ import copy
 import itertools
 import math
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
@@ -554,3 +555,27 @@ class FakeSpheron:
 def start_fake_spheron(clock: Clock, **kwargs: Any) -> tuple[FakeSpheron, LoopbackServer]:
     fake = FakeSpheron(clock, **kwargs)
     return fake, LoopbackServer(fake.app).start()
+
+
+@contextmanager
+def booting_spheron(clock: Clock, every: float = 0.2, **kwargs: Any) -> Iterator[tuple[FakeSpheron, LoopbackServer]]:
+    """A started fake whose deployments finish deploying a moment after they are created (as machines do),
+    for tests and benchmarks that run the daemon as a process against it. Stops the server on exit."""
+    fake, server = start_fake_spheron(clock, **kwargs)
+    stop = threading.Event()
+
+    def boot() -> None:
+        while not stop.wait(every):
+            with fake.lock:
+                for d in fake.deployments.values():
+                    if d["status"] == "deploying":
+                        d["status"] = "running"
+
+    booter = threading.Thread(target=boot, daemon=True)
+    booter.start()
+    try:
+        yield fake, server
+    finally:
+        stop.set()
+        booter.join(timeout=5)
+        server.stop()
