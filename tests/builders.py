@@ -14,6 +14,8 @@ from typing import Any
 import yaml
 
 from controller.config import FleetConfig, TierSpec, parse_config
+from controller.store.models import InstanceRecord
+from domain.instance import InstanceState
 
 H100 = "H100-SXM5-80GB"
 Specs = Mapping[str, Mapping[str, Any]]  # name -> fields, as in the YAML file
@@ -57,3 +59,22 @@ def tier_spec(gpu: str = H100, *, providers: Specs | None = None, **kw: Any) -> 
     """One validated tier (named "t"); ``providers``: the top-level providers block, when it needs one."""
     names = kw.pop("provider_names", None) or (list(providers) if providers else ["simulated"])
     return fleet({"t": tier(gpu, providers=names, **kw)}, providers).tiers["t"]
+
+
+def ready_instance_row(key: str, provider: str, provider_id: str, tier: str = "web") -> InstanceRecord:
+    """A stored, ready spot instance of ``tier`` (for store-level tests that need one to match)."""
+    return InstanceRecord(
+        key=key,
+        tier=tier,
+        state=InstanceState.READY.value,
+        provider=provider,
+        provider_id=provider_id,
+        offer_id="o",
+        gpu="H100-SXM5-80GB",
+        gpu_count=1,
+        region="r",
+        capacity="spot",
+        price_per_hour=0.99,
+        created_at=1.0,
+        updated_at=1.0,
+    )

@@ -12,7 +12,7 @@ from controller.store import migrate
 from controller.store.models import Base, InstanceRecord
 from controller.store.repository import Store, tier_spec_json
 from policies.types import PolicyState
-from tests.builders import min_floor, tier, tiers_yaml
+from tests.builders import min_floor, ready_instance_row, tier, tiers_yaml
 
 TIERS = tiers_yaml({"web": tier(min=1, max=4, policy=min_floor(1))})
 
@@ -105,24 +105,6 @@ def test_prune_keeps_recent_history(any_engine: Engine, days: int) -> None:
     assert [d.t for d in store.decisions("web")] == [86400.0 * days]
 
 
-def _ready_instance(key: str, provider: str, provider_id: str) -> InstanceRecord:
-    return InstanceRecord(
-        key=key,
-        tier="web",
-        state="ready",
-        provider=provider,
-        provider_id=provider_id,
-        offer_id="o",
-        gpu="H100-SXM5-80GB",
-        gpu_count=1,
-        region="r",
-        capacity="spot",
-        price_per_hour=0.99,
-        created_at=1.0,
-        updated_at=1.0,
-    )
-
-
 def test_a_notice_from_another_provider_account_or_for_another_instance_changes_nothing(any_engine: Engine) -> None:
     from controller.store.repository import NoticeMismatch
 
@@ -130,7 +112,7 @@ def test_a_notice_from_another_provider_account_or_for_another_instance_changes_
     store = Store(any_engine)
     store.apply_config(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", 1.0)
     with store.sessions.begin() as s:
-        s.add(_ready_instance("sc-web-00000002", "spheron-a", "dep-7"))
+        s.add(ready_instance_row("sc-web-00000002", "spheron-a", "dep-7"))
     for provider, provider_id in (("spheron-b", None), ("spheron-b", "dep-7"), ("spheron-a", "dep-8")):
         with pytest.raises(NoticeMismatch):
             store.mark_notice(provider, provider_id, "sc-web-00000002", 5.0)

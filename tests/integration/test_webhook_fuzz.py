@@ -28,6 +28,7 @@ from controller.webhooks.http import make_handler
 from controller.webhooks.notice import MAX_JSON_DEPTH
 from controller.webhooks.receive import MAX_BODY_BYTES
 from providers.secrets import Secret
+from tests.builders import ready_instance_row
 
 SECRET = "fuzz-agent-secret-0123456789abcdef"
 TOKEN = "fuzz-eventbridge-token-0123456789"
@@ -47,24 +48,6 @@ tiers:
 SP_KEY, SP_ID = "sc-web-00000001", "dep-1"
 AWS_KEY, AWS_ID = "sc-web-00000002", "i-0123456789abcdef0"
 VALID_ACTIONS = ("terminate", "stop", "hibernate", "rebalance")
-
-
-def _instance(key: str, provider: str, provider_id: str) -> InstanceRecord:
-    return InstanceRecord(
-        key=key,
-        tier="web",
-        state="ready",
-        provider=provider,
-        provider_id=provider_id,
-        offer_id="o",
-        gpu="H100-SXM5-80GB",
-        gpu_count=1,
-        region="r",
-        capacity="spot",
-        price_per_hour=0.99,
-        created_at=1.0,
-        updated_at=1.0,
-    )
 
 
 def _fingerprint(store: Store) -> tuple[Any, ...]:
@@ -253,7 +236,7 @@ def store(sqlite_engine: Engine) -> Iterator[Store]:
     store = Store(sqlite_engine)
     store.apply_config(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", 1.0)
     with store.sessions.begin() as s:
-        s.add_all([_instance(SP_KEY, "spa", SP_ID), _instance(AWS_KEY, "aws-east", AWS_ID)])
+        s.add_all([ready_instance_row(SP_KEY, "spa", SP_ID), ready_instance_row(AWS_KEY, "aws-east", AWS_ID)])
     yield store
 
 
