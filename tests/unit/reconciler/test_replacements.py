@@ -20,6 +20,16 @@ async def _ready_fleet(w: World, tier_name: str, n: int) -> None:
     w.script.targets.clear()  # from now on the policy holds whatever it is shown
 
 
+async def _run_tracking_peak(w: World, ticks: int) -> int:
+    """Run ``ticks`` ticks 25 s apart; the most instances the cloud had live after any of them."""
+    peak = 0
+    for _ in range(ticks):
+        await w.run()
+        peak = max(peak, len(await w.cloud_live()))
+        w.clock.advance(25)
+    return peak
+
+
 async def test_a_notice_is_replaced_in_the_same_tick_away_from_the_interrupted_offer(make_world) -> None:
     w: World = make_world()
     await _ready_fleet(w, "batch", 3)
@@ -56,11 +66,7 @@ async def test_spot_returning_hands_back_without_inflating_the_fleet(make_world)
     assert {r.capacity for r in w.rows("batch", ("ready",))} == {"on-demand"}
     w.cloud.set_capacity("H100-SXM5-80GB", 100, capacity=Capacity.SPOT)
     w.clock.advance(200)  # the offers cache refreshes
-    peak = 0
-    for _ in range(40):
-        await w.run()
-        peak = max(peak, len(await w.cloud_live()))
-        w.clock.advance(25)
+    peak = await _run_tracking_peak(w, 40)
     live = [r for r in w.rows("batch") if r.state in LIVE]
     assert len(live) == 3 and {r.capacity for r in live} == {"spot"}
     assert {r.state for r in w.rows("batch") if r.capacity == "on-demand"} == {"terminated"}
@@ -74,11 +80,7 @@ async def test_max_surge_two_hands_back_two_at_a_time(make_world) -> None:
     await _ready_fleet(w, "batch", 4)
     w.cloud.set_capacity("H100-SXM5-80GB", 100, capacity=Capacity.SPOT)
     w.clock.advance(200)
-    peak = 0
-    for _ in range(40):
-        await w.run()
-        peak = max(peak, len(await w.cloud_live()))
-        w.clock.advance(25)
+    peak = await _run_tracking_peak(w, 40)
     live = [r for r in w.rows("batch") if r.state in LIVE]
     assert len(live) == 4 and {r.capacity for r in live} == {"spot"}
     assert peak == 6  # desired 4 + a surge of 2
@@ -91,11 +93,7 @@ async def test_max_surge_zero_hands_back_drain_first(make_world) -> None:
     w.cloud.set_capacity("H100-SXM5-80GB", 100, capacity=Capacity.SPOT)
     w.clock.advance(200)
     w.target("batch", 2)  # drain-first dips below the desired size; the policy asks for it back
-    peak = 0
-    for _ in range(30):
-        await w.run()
-        peak = max(peak, len(await w.cloud_live()))
-        w.clock.advance(25)
+    peak = await _run_tracking_peak(w, 30)
     live = [r for r in w.rows("batch") if r.state in LIVE]
     assert len(live) == 2 and {r.capacity for r in live} == {"spot"}
     assert peak == 2
