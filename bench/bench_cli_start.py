@@ -4,7 +4,7 @@
     python bench/bench_cli_start.py --root /other/tree  # another checkout (e.g. the previous release)
     python bench/bench_cli_start.py --runs 20 --top 15
 
-Runs `python -m controller.cli.main status -o json` against a fresh SQLite data directory (created, migrated
+Runs `python -m cli.main status -o json` against a fresh SQLite data directory (created, migrated
 and given the example tiers once before timing), prints the median and best wall and CPU seconds, then the
 slowest top-level imports from one run under `-X importtime`.
 """
@@ -35,7 +35,7 @@ def _run(root: Path, data: Path, *args: str) -> tuple[float, float, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, *args, "-m", "controller.cli.main", "status", "-o", "json"],
+        [sys.executable, *args, "-m", "cli.main", "status", "-o", "json"],
         cwd=root,
         env=_env(root, data),
         capture_output=True,
@@ -69,7 +69,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         subprocess.run(
-            [sys.executable, "-m", "controller.cli.main", "apply", "-f", str(root / "examples" / "tiers.yaml")],
+            [sys.executable, "-m", "cli.main", "apply", "-f", str(root / "examples" / "tiers.yaml")],
             cwd=root,
             env=_env(root, data),
             capture_output=True,

@@ -23,11 +23,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.config import load_config
 from simulator.controller_run import simulate
 from simulator.report import BaselineOutcome
 from simulator.workloads.shapes import SpikeShape
 from simulator.workloads.spec import BatchLoad, Workload, load_workload
+from tiers.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

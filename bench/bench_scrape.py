@@ -59,8 +59,8 @@ def _cpu() -> float:
 
 async def measure(urls: list[str], concurrency: int, ticks: int) -> list[tuple[str, float, float, int]]:
     from clocks import SystemClock
-    from controller.signals.reader import SignalReader
-    from controller.signals.spec import SignalsSpec
+    from sources.reader import SignalReader
+    from sources.spec import SignalsSpec
 
     spec = SignalsSpec.model_validate({"metrics": {"kind": "vllm", "window": "60s"}})
     reader = SignalReader(SystemClock(), timeout=5.0, concurrency=concurrency)
@@ -84,7 +84,7 @@ async def measure(urls: list[str], concurrency: int, ticks: int) -> list[tuple[s
 def parse_cost(url: str) -> tuple[int, float, float]:
     import httpx
 
-    from controller.signals.exposition import parse_vllm_metrics, parse_vllm_metrics_reference
+    from sources.exposition import parse_vllm_metrics, parse_vllm_metrics_reference
 
     body = httpx.get(url + "/metrics").text
     n = 300

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from controller.config import load_config
 from simulator.baselines import BaselineSettings, run_reactive
 from simulator.fleet import Fleet, tier_models
 from simulator.serving_pool import ServingPool
@@ -25,6 +24,7 @@ from simulator.workloads.sessions import ClosedLoopSessions
 from simulator.workloads.spec import load_workload, parse_workload
 from simulator.workloads.tokens import TokenDist
 from sizing.engine import EngineConfig, build_profile
+from tiers.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

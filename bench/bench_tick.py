@@ -14,14 +14,14 @@ import tempfile
 import time
 
 from clocks import FakeClock
-from controller.config import parse_config
 from controller.reconciler.loop import Reconciler
-from controller.signals.static import StaticSignals
 from controller.store.db import make_engine
 from controller.store.migrate import upgrade
 from controller.store.repository import Store
 from providers.registry import ProviderConfig
 from providers.simulated import SimulatedCloud
+from sources.static import StaticSignals
+from tiers.config import parse_config
 
 TIERS = 100
 

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 from controller.backtest import run_backtest
-from controller.config import load_config
 from policies.engine import decide
 from policies.types import Bounds, PolicyInput, PolicyState, Signals
+from tiers.config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 T0 = 1_773_057_600.0

@@ -7,15 +7,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clocks import Clock
-from controller.config import IMPLICIT_PROVIDERS, FleetConfig
 from controller.reconciler.loop import Reconciler
 from controller.settings import Settings
-from controller.signals.reading import SignalSource
 from controller.store.db import make_engine
 from controller.store.migrate import upgrade
 from controller.store.repository import Store
 from providers.base import Provider
 from providers.registry import ProviderConfig, UnknownProviderType, build_provider, capabilities_of
+from sources.reading import SignalSource
+from tiers.config import IMPLICIT_PROVIDERS, FleetConfig
 
 log = logging.getLogger("scalectl")
 

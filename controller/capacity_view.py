@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.config import TierSpec
 from policies.boot import boot_time
 from policies.capacity import estimate, service_time, summary
 from policies.prior import capacity_prior
 from policies.spec import ReactiveRules
 from policies.types import PolicyState
+from tiers.config import TierSpec
 
 
 def tracking_rules(tier: TierSpec) -> ReactiveRules | None:

@@ -20,7 +20,6 @@ from sqlalchemy.exc import DBAPIError
 from clocks import Clock, SystemClock
 from clocks.scaled import ScaledClock
 from controller.app import Controller, build_providers, open_store, provider_configs
-from controller.config import FleetConfig, load_config, parse_config
 from controller.embedded import bundled_tiers_text
 from controller.embedded.demo_clock import DEMO_ZONE, world_start
 from controller.ha.fencing import fence_commits, fenced
@@ -33,13 +32,14 @@ from controller.provider_metrics import metered
 from controller.reconciler.loop import Reconciler
 from controller.serving_hooks import ServingHooks, build_hooks
 from controller.settings import Settings
-from controller.signals.reading import SignalSource
 from controller.status import fleet_status, replicas_status
 from controller.store import world_clock
 from controller.store.repository import Store
 from controller.systemd import SystemdNotifier, watchdog_interval
 from controller.version import scalectl_version
 from providers.base import Provider
+from sources.reading import SignalSource
+from tiers.config import FleetConfig, load_config, parse_config
 
 log = logging.getLogger("scalectl.daemon")
 
@@ -102,8 +102,8 @@ class Daemon:
 
     def _signals(self, providers: dict[str, Provider], fleet: Callable[[], FleetConfig]) -> SignalSource:
         """Configured sources; on the simulated cloud, tiers that name none read the demo's synthetic load."""
-        from controller.signals.reader import SignalReader  # type: ignore[import-not-found, unused-ignore]
         from providers.simulated import SimulatedCloud
+        from sources.reader import SignalReader  # type: ignore[import-not-found, unused-ignore]
 
         reader: SignalSource = SignalReader(self.clock)
         cloud = next((p for p in providers.values() if isinstance(p, SimulatedCloud)), None)

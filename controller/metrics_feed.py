@@ -11,11 +11,11 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from controller.config import TierSpec
 from controller.metrics import INSTANCE_STATES, SIGNAL_METRIC_NAMES, SIGNALS, DaemonMetrics
 from controller.reconciler.loop import TickReport
 from controller.store.models import EventRecord, InstanceRecord
 from controller.store.repository import Store
+from tiers.config import TierSpec
 
 READY_STATES = ("ready", "draining")
 INTERRUPTION_KINDS = ("interrupted", "interruption-notice")

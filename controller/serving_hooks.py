@@ -26,19 +26,19 @@ from typing import Any
 import httpx
 
 from clocks import Clock
-from controller.bootstrap.render import describe_tier_server
-from controller.config import IMPLICIT_PROVIDERS, FleetConfig, TierSpec
-from controller.readiness import ReadinessProbe
-from controller.routing import Endpoint, NginxTarget, RoutingTarget, TierRoute
 from controller.settings import Settings
-from controller.signals.vllm_scraper import VllmScraper
 from domain.instance import Instance
 from providers.base import ProviderCapabilities
 from providers.registry import UnknownProviderType, capabilities_of
+from serving.readiness import ReadinessProbe
+from serving.routing import Endpoint, NginxTarget, RoutingTarget, TierRoute
 from sizing.errors import SizingError
 from sizing.gpus import UnknownGpu
 from sizing.server import ServerDescription, arg_value
 from sizing.vllm_args import SEQS_PER_TARGET
+from sources.vllm_scraper import VllmScraper
+from tiers.config import IMPLICIT_PROVIDERS, FleetConfig, TierSpec
+from tiers.server import describe_tier_server
 
 log = logging.getLogger("scalectl.serving")
 

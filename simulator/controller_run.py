@@ -27,7 +27,6 @@ from typing import Any
 from sqlalchemy import Engine, event
 
 from clocks import FakeClock
-from controller.config import FleetConfig
 from controller.reconciler.decide import bounds_for
 from controller.reconciler.loop import Reconciler
 from controller.store.db import make_engine
@@ -43,6 +42,7 @@ from simulator.fleet_signals import FleetSignals
 from simulator.report import BaselineOutcome, Report, build_report
 from simulator.sim_cloud import simulation_cloud
 from simulator.workloads.spec import Workload
+from tiers.config import FleetConfig
 
 Progress = Callable[[float, float], None]  # (virtual seconds done, total)
 Baselines = dict[str, dict[str, BaselineOutcome]]

@@ -22,7 +22,7 @@ from sizing.spec import ServingSpec
 
 
 class TierLike(Protocol):
-    """What the fleet needs from a tier's configuration (``controller.config.TierSpec`` fits)."""
+    """What the fleet needs from a tier's configuration (``tiers.config.TierSpec`` fits)."""
 
     @property
     def gpu(self) -> str: ...

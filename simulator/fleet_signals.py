@@ -14,10 +14,10 @@ import dataclasses
 from collections.abc import Sequence
 
 from clocks import Clock
-from controller.signals.reading import TierReading
-from controller.signals.spec import SignalsSpec
 from policies.types import Signals
 from simulator.fleet import Fleet
+from sources.reading import TierReading
+from sources.spec import SignalsSpec
 
 
 class FleetSignals:

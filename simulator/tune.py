@@ -21,11 +21,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from controller.config import FleetConfig, TierSpec
 from policies.spec import TARGET_ONLY, THRESHOLD_ONLY, PolicySpec, ReactiveRules
 from policies.tunable import TuneRange, tune_range
 from simulator.controller_run import RunOptions, simulate
 from simulator.workloads.spec import Workload
+from tiers.config import FleetConfig, TierSpec
 
 _POLICY: TypeAdapter[Any] = TypeAdapter(PolicySpec)
 

@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from clocks import Clock
-from controller.config import parse_config
 from controller.embedded import bundled_tiers_text
-from controller.signals.reading import TierReading
-from controller.signals.spec import SignalsSpec
 from policies.types import Signals
 from providers.simulated import SimulatedCloud
 from sizing.engine import EngineProfile, launched_engine
+from sources.reading import TierReading
+from sources.spec import SignalsSpec
+from tiers.config import parse_config
 
 # A demo session's request: prompt and answer (tokens), and the quantiles of a standard normal the
 # client overhead (lognormal) is read at for TTFT p50 / p95 / p99.

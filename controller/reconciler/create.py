@@ -8,7 +8,6 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from controller.config import TierSpec
 from controller.reconciler.backoffs import Backoffs
 from controller.reconciler.calls import Calls, one_line
 from controller.reconciler.offers import TierOffers
@@ -21,6 +20,7 @@ from providers.base import Capacity, LaunchSpec, Offer, Provider, ProviderInstan
 from providers.errors import AuthFailed, InsufficientCapacity, ProviderError, QuotaExceeded, RateLimited
 from providers.tagging import TIER_TAG
 from sizing.server import ServerDescription
+from tiers.config import TierSpec
 
 ServerFor = Callable[[str, TierSpec], ServerDescription]  # what a tier's launches carry
 MAX_PLACEMENT_ROUNDS = 3  # failover attempts within one tick after no-capacity answers

@@ -6,7 +6,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from controller.config import TierSpec
 from policies.boot import boot_time
 from policies.external import load_external_policy
 from policies.history import DemandHistory
@@ -16,6 +15,7 @@ from policies.registry import forecast_of
 from policies.spec import ExternalPolicy
 from policies.types import Bounds, Decision, PolicyInput, SeasonalHistory
 from sizing.gpus import UnknownGpu, gpu_info
+from tiers.config import TierSpec
 
 DecideFn = Callable[[Any, PolicyInput, Bounds, Any], Decision]
 

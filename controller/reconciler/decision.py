@@ -9,14 +9,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from clocks import Clock
-from controller.config import TierSpec
 from controller.reconciler.calls import one_line
 from controller.reconciler.decide import PolicyRunner, bounds_for
 from controller.reconciler.tick import Tick
-from controller.signals.reading import SignalSource, TierReading
 from controller.store.repository import Store
 from domain.instance import Instance, InstanceState
 from policies.types import PolicyInput, PolicyState, Signals
+from sources.reading import SignalSource, TierReading
+from tiers.config import TierSpec
 
 log = logging.getLogger("scalectl.reconciler")
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from controller.config import TierSpec
 from domain.instance import NOTICED, Instance, InstanceState
 from providers.base import InstanceStatus, ProviderInstance
+from tiers.config import TierSpec
 
 S = InstanceState
 

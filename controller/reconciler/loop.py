@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from clocks import Clock
-from controller.config import TierSpec
 from controller.reconciler.backoffs import Backoffs
 from controller.reconciler.calls import Calls
 from controller.reconciler.create import CreatePhase, PendingCreate, ServerFor
@@ -28,10 +27,11 @@ from controller.reconciler.report import TickReport, TierTick
 from controller.reconciler.retire import NOTICE_DRAIN_MAX, DrainCheck, RetirePhase, RouteRemove, Routes, RouteUpdate
 from controller.reconciler.sync import ReadinessCheck, SyncPhase
 from controller.reconciler.tick import Tick, by_tier
-from controller.signals.reading import SignalSource, TierReading
 from controller.store.repository import Store
 from domain.instance import Instance, InstanceState
 from providers.base import Capacity, Provider
+from sources.reading import SignalSource, TierReading
+from tiers.config import TierSpec
 
 __all__ = ["NOTICE_DRAIN_MAX", "Reconciler", "TickReport", "TierTick"]
 OFFERS_TTL = 60.0

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from clocks import Clock
-from controller.config import TierSpec
 from controller.offers import OfferCache
 from controller.reconciler.calls import Calls, one_line
 from providers.base import GpuRequest, Offer, Provider
+from tiers.config import TierSpec
 
 
 class TierOffers:

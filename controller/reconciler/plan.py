@@ -7,13 +7,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from controller.config import TierSpec
 from controller.reconciler import placement, scale
 from controller.reconciler.backoffs import Backoffs
 from controller.reconciler.decide import tier_price_per_hour
 from controller.reconciler.replace import OfferKey, noticed
 from domain.instance import Instance, InstanceState
 from providers.base import Capacity, Offer
+from tiers.config import TierSpec
 
 NO_PLACEMENT = "no-placement"  # the note when capacity (offers, their room, the budget) runs out
 SPOT_WAIT = "spot-wait"  # the note while a spot tier waits ``fallback_after`` before falling back

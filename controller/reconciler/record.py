@@ -8,7 +8,7 @@ from typing import Any
 
 from controller.reconciler.decision import TierDecision
 from controller.reconciler.tick import Tick
-from controller.signals.reading import SignalSource, TierReading
+from sources.reading import SignalSource, TierReading
 
 log = logging.getLogger("scalectl.reconciler")
 RECORD_EVERY = 60.0  # a decision is recorded when it changes, and at least this often

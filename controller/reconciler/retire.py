@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 
-from controller.config import TierSpec
 from controller.reconciler.calls import Calls, one_line
 from controller.reconciler.tick import Tick, by_tier
 from domain.instance import Instance, InstanceState
 from providers.base import Provider
 from providers.errors import InstanceNotFound
+from tiers.config import TierSpec
 
 log = logging.getLogger("scalectl.reconciler")
 DrainCheck = Callable[[Instance], Awaitable[float | None]]  # requests still running, None unknown

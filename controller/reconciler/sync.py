@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 
-from controller.config import TierSpec
 from controller.reconciler import lifecycle
 from controller.reconciler.backoffs import CRASH_WITHIN, Backoffs
 from controller.reconciler.calls import Calls, one_line
@@ -15,6 +14,7 @@ from controller.store.history import CRASH_BACKOFF
 from domain.instance import NOTICED, Instance, InstanceEvent, InstanceState
 from providers.base import Provider, ProviderInstance
 from providers.errors import InstanceNotFound
+from tiers.config import TierSpec
 
 S = InstanceState
 ReadinessCheck = Callable[[TierSpec, Instance], Awaitable[tuple[bool, str]]]

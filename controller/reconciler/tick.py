@@ -7,10 +7,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from controller.config import TierSpec
 from controller.reconciler.report import TickReport
 from controller.store.unit_of_work import UnitOfWork
 from domain.instance import Instance, InstanceEvent
+from tiers.config import TierSpec
 
 
 @dataclass

@@ -25,7 +25,7 @@ from controller.store.unit_of_work import UnitOfWork, save_policy_state
 from policies.types import PolicyState
 
 if TYPE_CHECKING:  # the tiers-file models load lazily: read-only commands (`scalectl status`) never need them
-    from controller.config import FleetConfig, TierSpec
+    from tiers.config import FleetConfig, TierSpec
 
 R = TypeVar("R", DecisionRecord, EventRecord)
 __all__ = ["LIVE_STATES", "Store", "TierChange", "diff_config", "tier_spec_json"]
@@ -71,7 +71,7 @@ def diff_config(current: dict[str, dict[str, Any]], fleet: FleetConfig) -> list[
 def _parse_version(version: ConfigVersion | None) -> FleetConfig | None:
     if version is None:
         return None
-    from controller.config import parse_config
+    from tiers.config import parse_config
 
     return parse_config(version.text, f"stored config v{version.version}")
 
@@ -111,7 +111,7 @@ class Store:
     def removed_tier_specs(self, names: Iterable[str], versions: int = 100) -> dict[str, TierSpec]:
         """The last applied spec of each named tier the current configuration no longer has (its drain
         timeout still governs its instances), looking back at most ``versions`` versions."""
-        from controller.errors import ConfigError
+        from tiers.errors import ConfigError
 
         wanted, found = set(names), {}
         with self.sessions() as s:
@@ -139,7 +139,7 @@ class Store:
         self, fleet: FleetConfig, text: str, source: str, now: float
     ) -> tuple[int | None, list[TierChange]]:
         """Store a new version when anything changed; returns (version or None if unchanged, changes)."""
-        from controller.config import config_digest
+        from tiers.config import config_digest
 
         with self.sessions.begin() as s:
             latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()

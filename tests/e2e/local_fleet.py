@@ -126,7 +126,7 @@ def local_fleet(tmp_path: Path, initial: int, **env: str) -> Iterator[Fleet]:
     tiers.write_text(TIERS.format(target=target, state=state_dir, root=repo_root()))
     fleet = Fleet(tmp_path / "data", state_dir, target, free_port(), tmp_path / "daemon.log")
     fleet.steer(initial)
-    argv = [sys.executable, "-m", "controller.cli.main", "daemon", "--config", str(tiers), "--port"]
+    argv = [sys.executable, "-m", "cli.main", "daemon", "--config", str(tiers), "--port"]
     with open(fleet.log, "wb") as log:  # a file, not a pipe: nobody reads a pipe and it would fill up
         fleet.daemon = subprocess.Popen(
             [*argv, str(fleet.http_port)],

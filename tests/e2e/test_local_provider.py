@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from clocks import FakeClock
-from controller.readiness import ReadinessProbe
 from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Provider
 from providers.errors import InstanceNotFound
 from providers.registry import ProviderConfig, build_provider
+from serving.readiness import ReadinessProbe
 from sizing.gpus import GPUS
 from sizing.server import ServerDescription
 

@@ -7,12 +7,12 @@ import json
 import pytest
 from sqlalchemy import Engine, inspect, text
 
-from controller.config import parse_config
 from controller.store import migrate
 from controller.store.models import Base, InstanceRecord
 from controller.store.repository import Store, tier_spec_json
 from policies.types import PolicyState
 from tests.builders import min_floor, ready_instance_row, tier, tiers_yaml
+from tiers.config import parse_config
 
 TIERS = tiers_yaml({"web": tier(min=1, max=4, policy=min_floor(1))})
 

@@ -17,7 +17,6 @@ import pytest
 from sqlalchemy import Engine, func, select
 
 from clocks import FakeClock
-from controller.config import parse_config
 from controller.http_app import Health, build_http_app
 from controller.metrics import DaemonMetrics
 from controller.store import migrate
@@ -29,6 +28,7 @@ from controller.webhooks.notice import MAX_JSON_DEPTH
 from controller.webhooks.receive import MAX_BODY_BYTES
 from providers.secrets import Secret
 from tests.builders import ready_instance_row
+from tiers.config import parse_config
 
 SECRET = "fuzz-agent-secret-0123456789abcdef"
 TOKEN = "fuzz-eventbridge-token-0123456789"

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from controller.config import load_config
 from controller.metrics import DaemonMetrics
 from controller.store.db import make_engine
 from controller.store.models import Base
 from controller.store.repository import Store
 from policies.types import PolicyState
+from tiers.config import load_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiers.yaml"
 

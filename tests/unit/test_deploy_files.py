@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from controller.cli.main import app
+from cli.main import app
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -62,7 +62,7 @@ def test_plotting_is_an_extra_and_unused_packages_are_gone() -> None:
 
 
 def test_plot_without_matplotlib_is_a_clear_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import controller.cli.simulate_cmd as cmd
+    import cli.simulate_cmd as cmd
 
     real = cmd.importlib.util.find_spec
     monkeypatch.setattr(cmd.importlib.util, "find_spec", lambda name: None if name == "matplotlib" else real(name))

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from controller.app import provider_configs
-from controller.config import parse_config
 from controller.settings import Settings
+from tiers.config import parse_config
 
 TIERS = """
 tiers:

@@ -15,14 +15,14 @@ import pytest
 import yaml
 
 from clocks import FakeClock
-from controller.config import FleetConfig, TierSpec, parse_config
-from controller.routing import Endpoint, NginxTarget, RoutingResult, TierRoute
 from controller.serving_hooks import ServingHooks, arg_value, build_hooks, provider_capabilities, provider_type
 from controller.settings import Settings
 from controller.store.models import InstanceRecord
 from providers.registry import adapter_class
 from serving.bootstrap.cloud_init import CloudConfig
 from serving.bootstrap.container import ContainerLaunch
+from serving.routing import Endpoint, NginxTarget, RoutingResult, TierRoute
+from tiers.config import FleetConfig, TierSpec, parse_config
 from vllm_standin.app import StandinConfig
 from vllm_standin.server import RunningStandins, run_in_thread
 
@@ -67,7 +67,7 @@ class RecordingTarget:
 
     async def apply(self, tier: TierRoute, endpoints: Sequence[Endpoint]) -> RoutingResult:
         if self.fail:
-            from controller.routing import RoutingError
+            from serving.routing import RoutingError
 
             raise RoutingError("nginx said no")
         self.calls.append((tier, [e.address for e in endpoints]))

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from controller.routing import Endpoint, NginxTarget, TierRoute
+from serving.routing import Endpoint, NginxTarget, TierRoute
 from tests.private_nginx import NGINX, private_nginx
 
 pytestmark = pytest.mark.integration

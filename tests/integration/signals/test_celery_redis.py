@@ -9,8 +9,8 @@ import pytest
 import redis
 
 from clocks import SystemClock
-from controller.signals.reader import SignalReader
-from controller.signals.spec import SignalsSpec
+from sources.reader import SignalReader
+from sources.spec import SignalsSpec
 from tests.integration.signals.worker import celery_worker
 
 pytestmark = pytest.mark.integration

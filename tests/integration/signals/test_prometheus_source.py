@@ -16,8 +16,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from clocks import FakeClock
-from controller.signals.reader import SignalReader
-from controller.signals.spec import SignalsSpec
+from sources.reader import SignalReader
+from sources.spec import SignalsSpec
 
 pytestmark = pytest.mark.integration
 NOW = 1_767_225_600.0

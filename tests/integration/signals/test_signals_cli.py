@@ -11,7 +11,7 @@ import redis
 import typer
 from typer.testing import CliRunner
 
-from controller.cli import signals_cmd
+from cli import signals_cmd
 from vllm_standin import StandinConfig, run_in_thread
 
 # The command as scalectl registers it, in a group of its own (other command groups may not exist here).

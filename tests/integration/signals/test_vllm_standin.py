@@ -15,10 +15,10 @@ import httpx
 import pytest
 
 from clocks import SystemClock
-from controller.signals.exposition import parse_vllm_metrics, parse_vllm_metrics_reference
-from controller.signals.reader import SignalReader
-from controller.signals.spec import SignalsSpec
 from sizing.engine import EngineConfig, build_profile
+from sources.exposition import parse_vllm_metrics, parse_vllm_metrics_reference
+from sources.reader import SignalReader
+from sources.spec import SignalsSpec
 from vllm_standin import StandinConfig, run_in_thread
 from vllm_standin.app import engine_profile
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from controller.cli.main import app
+from cli.main import app
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiers.yaml"
 
@@ -136,7 +136,7 @@ def test_offers_defaults_to_the_applied_configuration(cli: CliRunner) -> None:
 
 
 def test_describe_tier_shows_capacity_per_instance_and_what_was_learned(cli: CliRunner) -> None:
-    from controller.cli.context import open_store, settings
+    from cli.context import open_store, settings
     from policies.capacity import observe
     from policies.types import PolicyState
 

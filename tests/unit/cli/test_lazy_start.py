@@ -10,20 +10,20 @@ from pathlib import Path
 
 import typer
 
-from controller.cli.main import COMMANDS, build_app
+from cli.main import COMMANDS, build_app
 from controller.store.migrate import head_revision
 from controller.store.open import script_heads
 
 ROOT = Path(__file__).resolve().parents[3]
 PROBE = """
 import json, sys
-from controller.cli.main import main
+from cli.main import main
 sys.argv = ["scalectl", *sys.argv[1:]]
 try:
     main()
 except SystemExit:
     pass
-heavy = ("alembic", "simulator", "numpy", "providers", "httpx", "redis", "celery", "controller.config")
+heavy = ("alembic", "simulator", "numpy", "providers", "httpx", "redis", "celery", "tiers.config")
 print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
 """
 

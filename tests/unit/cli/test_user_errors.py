@@ -9,8 +9,8 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from controller.cli.main import app
-from controller.cli.traces import MissingTrace, resolve_traces
+from cli.main import app
+from cli.traces import MissingTrace, resolve_traces
 from simulator.workloads.spec import TraceLoad, load_workload
 
 ROOT = Path(__file__).resolve().parents[3]

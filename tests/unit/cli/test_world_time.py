@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from cli.main import app
 from controller.app import open_store
-from controller.cli.main import app
 from controller.settings import Settings
 from controller.store import world_clock
 from controller.store.models import DecisionRecord, EventRecord

@@ -12,7 +12,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from clocks import FakeClock
 from controller.app import open_store
-from controller.config import parse_config
 from controller.metrics import DaemonMetrics
 from controller.metrics_feed import MetricsFeed, decision_outcome
 from controller.provider_metrics import MeteredProvider
@@ -25,6 +24,7 @@ from providers.base import GpuRequest
 from providers.errors import InstanceNotFound
 from providers.registry import ProviderConfig
 from providers.simulated import SimulatedCloud
+from tiers.config import parse_config
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiers.yaml"
 

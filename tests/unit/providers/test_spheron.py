@@ -162,7 +162,7 @@ def test_cloud_config_is_translated_and_unsupported_keys_refused() -> None:
 
 @pytest.mark.parametrize("team", [None, "", "  "])
 def test_a_missing_team_id_fails_the_configuration_naming_file_field_and_fix(team: str | None) -> None:
-    from controller.config import ConfigError, parse_config
+    from tiers.config import ConfigError, parse_config
 
     options = {"ssh_key_id": SSH_KEY_ID} if team is None else {"ssh_key_id": SSH_KEY_ID, "team_id": team}
     text = yaml.safe_dump(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from clocks import FakeClock
-from controller.readiness import ReadinessProbe
+from serving.readiness import ReadinessProbe
 
 
 class _State:

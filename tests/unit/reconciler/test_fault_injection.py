@@ -8,10 +8,8 @@ import random
 from typing import Any
 
 from clocks import FakeClock
-from controller.config import parse_config
 from controller.reconciler.decide import PolicyRunner
 from controller.reconciler.loop import Reconciler
-from controller.signals.static import StaticSignals
 from controller.store.db import make_engine
 from controller.store.models import Base
 from controller.store.repository import Store
@@ -19,8 +17,10 @@ from providers.base import GpuRequest, LaunchSpec, Offer, ProviderInstance
 from providers.errors import RateLimited, Transient
 from providers.registry import ProviderConfig
 from providers.simulated import SimulatedCloud
+from sources.static import StaticSignals
 from tests.builders import min_floor, tier, tiers_yaml
 from tests.unit.reconciler.conftest import Script
+from tiers.config import parse_config
 
 TIERS = tiers_yaml(
     {"web": tier(providers=["flaky"], min=6, max=6, budget_per_hour=15.0, policy=min_floor(6))},

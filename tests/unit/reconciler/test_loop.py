@@ -299,8 +299,8 @@ async def test_provider_outage_holds_instances(make_world) -> None:
 
 
 async def test_removed_tier_is_drained(make_world) -> None:
-    from controller.config import parse_config
     from tests.unit.reconciler.conftest import WEB
+    from tiers.config import parse_config
 
     w: World = make_world()
     w.target("batch", 2)
@@ -373,13 +373,13 @@ async def test_success_resets_the_back_off(make_world) -> None:
 
 async def test_a_provider_that_refuses_the_account_is_skipped_for_others(make_world) -> None:
     from clocks import FakeClock
-    from controller.config import parse_config
     from controller.reconciler.decide import PolicyRunner
     from controller.reconciler.loop import Reconciler
     from providers.errors import QuotaExceeded
     from providers.registry import ProviderConfig
     from providers.simulated import SimulatedCloud
     from tests.unit.reconciler.conftest import Script
+    from tiers.config import parse_config
 
     tiers = tiers_yaml(
         {"web": tier(providers=["cheap", "dear"], min=2, max=2, policy=min_floor(2))},

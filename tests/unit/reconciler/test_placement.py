@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from controller.config import TierSpec
 from controller.reconciler.placement import UnavailableOffers, ranked_offers
 from providers.base import Capacity, Offer
 from tests.builders import tier_spec
+from tiers.config import TierSpec
 
 
 def _tier(gpu: str) -> TierSpec:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from controller.config import TierSpec
 from controller.reconciler.backoffs import Backoffs
 from controller.reconciler.decide import tier_price_per_hour
 from controller.reconciler.plan import Create, Drain, instance_price, plan_tier
 from domain.instance import Instance, InstanceState
 from providers.base import Capacity, Offer
 from tests.builders import tier_spec
+from tiers.config import TierSpec
 
 S = InstanceState
 

@@ -4,17 +4,17 @@ flapping between what the policy wants and what the tier has; when capacity retu
 from __future__ import annotations
 
 from clocks import FakeClock
-from controller.config import parse_config
 from controller.reconciler.decide import PolicyRunner
 from controller.reconciler.loop import Reconciler
-from controller.signals.static import StaticSignals
 from controller.store.db import make_engine
 from controller.store.models import Base
 from controller.store.repository import Store
 from providers.base import Capacity
 from providers.registry import ProviderConfig
 from providers.simulated import SimulatedCloud
+from sources.static import StaticSignals
 from tests.builders import min_floor, tier, tiers_yaml
+from tiers.config import parse_config
 
 
 async def test_desired_holds_what_capacity_allows_without_flapping() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.signals.exposition import ExpositionError, parse_vllm_metrics, parse_vllm_metrics_reference
+from sources.exposition import ExpositionError, parse_vllm_metrics, parse_vllm_metrics_reference
 from tests.unit.signals.fixtures import ALL, samples, text
 from vllm_standin.metrics import MetricsRenderer, MetricsState
 

@@ -19,7 +19,7 @@ def traces_dir() -> Path:
 
 @dataclass(frozen=True)
 class TierLike:
-    """The part of a tier's configuration the fleet reads (``controller.config.TierSpec`` fits too)."""
+    """The part of a tier's configuration the fleet reads (``tiers.config.TierSpec`` fits too)."""
 
     gpu: str = "H100-SXM5-80GB"
     gpu_count: int = 1

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from controller.config import parse_config
 from simulator.controller_run import RunOptions, simulate
 from simulator.workloads.spec import parse_workload
+from tiers.config import parse_config
 
 TIERS = """
 tiers:

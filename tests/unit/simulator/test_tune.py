@@ -12,12 +12,12 @@ import yaml
 from pydantic import BaseModel, Field
 from typer.testing import CliRunner
 
-from controller.cli.main import app
-from controller.config import FleetConfig, load_config
+from cli.main import app
 from policies.spec import ExternalPolicy, MinFloorPolicy, PredictivePolicy, ScaleToZeroPolicy
 from policies.tunable import tunable
 from simulator.tune import TrialJob, run_trial, search_space, tune, with_policy
 from simulator.workloads.spec import Workload, parse_workload
+from tiers.config import FleetConfig, load_config
 
 TIERS = """
 tiers:

@@ -1,0 +1,192 @@
+"""`scalectl status`, `describe tier`, `events`: what the fleet is doing and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from cli.context import open_store, settings, user_errors
+from cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
+from clocks import SystemClock
+from controller.ha.replica import read_replicas
+from controller.status import COLUMNS, fleet_status, replicas_status
+from controller.store.repository import Store
+from controller.store.world_clock import world_now
+from policies.durations import parse_duration
+from policies.types import PolicyState
+
+
+def _ago(seconds: float) -> str:
+    # Rows written by an earlier, faster demo can lie ahead of a later daemon's clock: never a negative age.
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _now(store: Store) -> float:
+    """Now in the daemon's world (accelerated under `daemon --speed`), the frame the rows were stamped in."""
+    return world_now(store, SystemClock().now())
+
+
+def _window(window: str | None) -> float | None:
+    if window is None:
+        return None
+    try:
+        return parse_duration(window)
+    except ValueError as exc:
+        fail(f"--since: {exc}", EXIT_USAGE)
+
+
+def _names_a_source(spec: dict[str, Any]) -> bool:
+    block = spec.get("signals") or {}
+    return bool(block.get("queue") or block.get("metrics") or block.get("endpoints"))
+
+
+def _no_source() -> str:
+    from sources.spec import NO_SOURCE
+
+    return NO_SOURCE
+
+
+def register(app: typer.Typer) -> None:
+    describe_app = typer.Typer(help="Show one resource in detail.", no_args_is_help=True)
+    app.add_typer(describe_app, name="describe")
+
+    @app.command()
+    def status(output: Format = OutputOption) -> None:
+        """Per tier: desired / ready / pending / draining and $/hour."""
+        with user_errors():
+            s = settings()
+            store = open_store(s)
+            rows = fleet_status(store)
+            replicas = replicas_status(read_replicas(store.engine), SystemClock().now(), 3 * s.leader_lease_ttl)
+        emit(
+            rows,
+            output,
+            columns=COLUMNS,
+        )
+        if output is Format.table and replicas["replicas"]:
+            emit(replicas["replicas"], output, columns=["role", "host", "pid", "started_at", "seen_ago", "http"])
+            leader = replicas["leader"]
+            if leader is not None:
+                typer.echo(f"leader: {leader['host']} pid {leader['pid']}, epoch {leader['epoch']}")
+
+    @describe_app.command("tier")
+    def describe_tier(
+        name: str,
+        output: Format = OutputOption,
+        decisions: int = typer.Option(10, help="How many recent decisions to show."),
+    ) -> None:
+        """Policy, latest signals (and source errors), instances and recent decisions of one tier."""
+        with user_errors():
+            store = open_store(settings())
+            specs = store.tier_specs()
+            if name not in specs:
+                fail(f'unknown tier "{name}"; tiers: {", ".join(sorted(specs)) or "(none applied)"}', EXIT_USAGE)
+            recent = store.decisions(name, limit=decisions)
+            instances = store.instances(name)
+            status = next((r for r in fleet_status(store) if r["tier"] == name), {})
+            from controller.capacity_view import learned_capacity  # the tiers-file models: describe only
+            from tiers.config import TierSpec
+
+            now = _now(store)
+            state = store.policy_states().get(name, (PolicyState(), None))[0]
+            capacity = learned_capacity(TierSpec.model_validate(specs[name]), state)
+        last = recent[-1] if recent else None
+        signals = dict(last.signals) if last else {}
+        errors = signals.pop("errors", {})
+        error_counts = signals.pop("error_counts", {})
+        if not any(v is not None for v in signals.values()) and not _names_a_source(specs[name]):
+            errors = {**errors, "signals": _no_source()}
+        data = {
+            "tier": name,
+            "spec": specs[name],
+            "status": status,
+            "signals": signals,
+            "signal_errors": errors,
+            "signal_error_counts": error_counts,
+            "capacity": capacity,
+            "instances": [
+                {
+                    "key": i.key,
+                    "state": i.state,
+                    "provider": i.provider,
+                    "capacity": i.capacity,
+                    "gpu": i.gpu,
+                    "region": i.region,
+                    "price_per_hour": i.price_per_hour,
+                    "age": _ago(now - i.created_at),
+                    "reason": i.reason,
+                }
+                for i in instances
+            ],
+            "decisions": [
+                {"age": _ago(now - d.t), "current": d.current, "desired": d.desired, "reason": d.reason} for d in recent
+            ],
+        }
+        if output is not Format.table:
+            emit(data, output)
+            return
+        policy = specs[name].get("policy", {})
+        typer.echo(
+            f"Tier {name}: {specs[name].get('capacity')} {specs[name].get('gpu')} "
+            f"[min {specs[name].get('min')}, max {specs[name].get('max')}]  policy {policy.get('kind')}"
+        )
+        emit(status, Format.table, title="status")
+        emit(signals or {"(no signals recorded yet)": ""}, Format.table, title="latest signals")
+        if capacity is not None:
+            shown = {k: v for k, v in capacity.items() if k != "observations"}
+            emit(shown, Format.table, title="capacity per instance (target tracking)")
+        if errors:
+            emit(errors, Format.table, title="signal source errors (last reading)")
+        if error_counts:
+            emit(error_counts, Format.table, title="signal source failures since the daemon started")
+        emit(
+            data["instances"],
+            Format.table,
+            title="instances",
+            columns=["key", "state", "provider", "capacity", "region", "price_per_hour", "age", "reason"],
+        )
+        emit(data["decisions"], Format.table, title="recent decisions", columns=["age", "current", "desired", "reason"])
+
+    @app.command()
+    def events(
+        tier: str | None = typer.Option(None, help="Only this tier."),
+        since: str | None = typer.Option(None, help='Only this recent, e.g. "1h".'),
+        limit: int = typer.Option(50, help="At most this many of each kind."),
+        output: Format = OutputOption,
+    ) -> None:
+        """Decisions (with their reasons) and instance events, oldest first."""
+        window = _window(since)
+        with user_errors():
+            store = open_store(settings())
+            now = _now(store)
+            start = None if window is None else now - window
+            decisions = store.decisions(tier, limit=limit, since=start)
+            happenings = store.events(tier, limit=limit, since=start)
+        rows: list[dict[str, Any]] = [
+            {"t": d.t, "tier": d.tier, "kind": "decision", "what": f"{d.current} → {d.desired}: {d.reason}"}
+            for d in decisions
+        ]
+        rows += [
+            {
+                "t": e.t,
+                "tier": e.tier or "-",
+                "kind": e.kind,
+                "what": f"{e.instance_key + ': ' if e.instance_key else ''}{e.message}",
+            }
+            for e in happenings
+        ]
+        rows.sort(key=lambda r: r["t"])
+        if output is Format.table:
+            emit(
+                [{**r, "t": _ago(now - r["t"]) + " ago"} for r in rows],
+                output,
+                columns=["t", "tier", "kind", "what"],
+            )
+        else:
+            emit(rows, output)

@@ -1,0 +1,98 @@
+"""``scalectl simulate``: a workload through the real controller on virtual time, against the baselines."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
+from cli.traces import MissingTrace, resolve_traces
+from simulator.controller_run import RunOptions, SimulationInputError, SimulationResult, simulate
+from simulator.workloads.spec import WorkloadError, load_workload
+from simulator.workloads.traces import TraceError
+from tiers.config import ConfigError, load_config
+from tiers.yaml_bounded import TooDeep, check_depth
+
+
+def simulate_command(
+    file: Path = typer.Option(..., "--file", "-f", help="Tiers file (tiers.yaml): the policies to simulate."),
+    workload: Path = typer.Option(..., "--workload", "-w", help="Workload file: traffic per tier (and the cloud)."),
+    output: Format = OutputOption,
+    plot: Path | None = typer.Option(None, "--plot", help="Write a PNG of load, instances and TTFT over time."),
+    seed: int | None = typer.Option(None, "--seed", help="Override the workload's seed."),
+    baselines: bool = typer.Option(True, "--baselines/--no-baselines", help="Also run static/reactive/oracle."),
+) -> None:
+    """Replay a workload through the tiers' policies, the reconciler and a simulated cloud; report SLO and cost."""
+    if plot is not None and importlib.util.find_spec("matplotlib") is None:  # say so before a long run
+        fail("--plot needs matplotlib, an optional extra: pip install 'scalectl[plot]'", EXIT_USAGE)
+    try:
+        config, text = load_config(file)
+        check_depth(workload.read_text(encoding="utf-8"))
+        load = resolve_traces(load_workload(workload), str(workload))
+    except (ConfigError, WorkloadError, MissingTrace) as exc:
+        fail(str(exc), EXIT_USAGE)
+    except TooDeep as exc:
+        fail(f"{workload}: {exc}", EXIT_USAGE)
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"{workload}: cannot read the file: {getattr(exc, 'strerror', None) or exc}", EXIT_USAGE)
+    if seed is not None:
+        load = load.model_copy(update={"seed": seed})
+    stderr = Console(stderr=True)
+    with Progress(
+        TextColumn("[bold]simulating[/] {task.description}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TimeRemainingColumn(),
+        console=stderr,
+        transient=True,
+        disable=not stderr.is_terminal,
+    ) as bar:
+        task = bar.add_task(workload.name, total=load.duration)
+        try:
+            result = simulate(
+                config,
+                text,
+                load,
+                options=RunOptions(baselines=baselines),
+                progress=lambda done, _total: bar.update(task, completed=done),
+                workload_source=str(workload),
+            )
+        except (SimulationInputError, TraceError) as exc:
+            fail(str(exc), EXIT_USAGE)
+    if plot is not None:
+        result.report.plot(plot)
+    data = result_dict(result)
+    if output is Format.table:
+        console = Console(width=max(Console().width, 160))
+        console.print(result.report.table())
+        run = data["controller"]
+        console.print(
+            f"controller: {run['ticks']:,} ticks, {run['decisions']:,} decisions recorded, "
+            f"{run['events'].get('launched', 0)} launched, {run['events'].get('retired', 0)} retired, "
+            f"{run['events'].get('interrupted', 0) + run['events'].get('interruption-notice', 0)} interrupted; "
+            f"billed ${run['billed']:,.2f}" + (f"; plot: {plot}" if plot else ""),
+            highlight=False,
+        )
+    else:
+        emit(data, output)
+
+
+def result_dict(result: SimulationResult) -> dict[str, Any]:
+    data = result.report.to_dict()
+    data["controller"] = {
+        "ticks": result.ticks,
+        "decisions": result.decisions,
+        "events": dict(sorted(result.events.items())),
+        "billed": result.billed,
+        "billed_with_warmup": result.billed_with_warmup,
+    }
+    return data
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate_command)

@@ -1,0 +1,92 @@
+"""``scalectl tune``: search a tier's policy settings on the simulator for the lowest cost at an SLO target."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from cli.output import EXIT_ERROR, EXIT_USAGE, Format, OutputOption, emit, fail
+from simulator.controller_run import SimulationInputError, models_for
+from simulator.tune import TuneInputError, TuneResult, prepare, tune
+from simulator.tune_report import best_yaml, frontier_table, plot, to_dict
+from simulator.workloads.spec import WorkloadError, load_workload
+from tiers.config import ConfigError, load_config
+
+
+def tune_command(
+    file: Path = typer.Option(..., "--file", "-f", help="Tiers file (tiers.yaml) holding the tier to tune."),
+    workload: Path = typer.Option(..., "--workload", "-w", help="Workload file with traffic for the tier."),
+    tier: str = typer.Option(..., "--tier", "-t", help="The tier whose policy settings to search."),
+    trials: int = typer.Option(30, "--trials", "-n", help="Simulations to run."),
+    slo: float = typer.Option(0.995, "--slo", help="Share of requests with TTFT within the target to hold."),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Trials run at once, each in its own process."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the search (the traffic keeps the workload's seed)."),
+    plot_path: Path | None = typer.Option(None, "--plot", help="Write a PNG of every trial's cost against SLO."),
+    output: Format = OutputOption,
+) -> None:
+    """Find the cheapest policy settings whose simulated SLO attainment meets --slo; print them as YAML.
+
+    Exits 1 when no trial reached the SLO (the closest is printed), 2 on bad input."""
+    if trials < 1:
+        fail(f"--trials: expected at least 1, got {trials}", EXIT_USAGE)
+    if jobs < 1:
+        fail(f"--jobs: expected at least 1, got {jobs}", EXIT_USAGE)
+    if not 0.0 < slo <= 1.0:
+        fail(f"--slo: expected a share of requests in (0, 1], e.g. 0.995, got {slo:g}", EXIT_USAGE)
+    try:
+        config, text = load_config(file)
+        load = load_workload(workload)
+        prepare(config, load, tier, str(file), str(workload))
+        models_for(config, load.model_copy(update={"tiers": {tier: load.tiers[tier]}}), str(workload))
+    except (ConfigError, WorkloadError, TuneInputError, SimulationInputError) as exc:
+        fail(" ".join(str(exc).split("\n")), EXIT_USAGE)
+    stderr = Console(stderr=True)
+    with Progress(
+        TextColumn("[bold]tuning[/] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[best]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=stderr,
+        transient=True,
+        disable=not stderr.is_terminal,
+    ) as bar:
+        task = bar.add_task(tier, total=trials, best="")
+
+        def advance(state: TuneResult) -> None:
+            best = state.best
+            note = f"best ${best.cost:,.2f} at {100 * (best.slo or 0):.2f}%" if best else "no trial meets the SLO yet"
+            bar.update(task, completed=len(state.trials), best=note)
+
+        try:
+            result = tune(
+                config, text, load, tier, trials=trials, slo_target=slo, jobs=jobs, seed=seed, progress=advance,
+                source=str(file),
+            )  # fmt: skip
+        except TuneInputError as exc:
+            fail(str(exc), EXIT_USAGE)
+    if plot_path is not None:
+        plot(result, plot_path)
+    if output is Format.table:
+        console = Console(width=max(Console().width, 120))
+        console.print(frontier_table(result))
+        if result.best is None:
+            stderr.print(
+                f"[bold red]no trial reached the SLO target {100 * slo:.2f}%[/]; the closest found is below",
+                highlight=False,
+            )
+        typer.echo(best_yaml(result), nl=False)
+        if plot_path is not None:
+            console.print(f"plot: {plot_path}", highlight=False)
+    else:
+        emit(to_dict(result), output)
+    if result.best is None:
+        raise typer.Exit(EXIT_ERROR)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tune")(tune_command)

@@ -1,0 +1,66 @@
+"""Render one tier's nginx configuration (pure). Included inside ``http { }``.
+
+Stateless tiers use ``least_conn``: long streaming generations make round-robin pile up on one server.
+Session-affinity tiers hash ``X-Session-Id`` consistently, so a conversation returns to the instance that
+holds its KV cache and adding or removing one instance moves only ~1/N of the sessions; requests without
+the header hash on ``$request_id`` and spread. An upstream with no servers is an nginx error, so an empty
+tier keeps a placeholder server marked ``down`` and its server block answers 503.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from serving.routing.base import Endpoint, TierRoute
+
+HEADER = "# Managed by scalectl; rewritten on every change. Edit the tier, not this file.\n"
+
+
+def upstream_name(tier: str) -> str:
+    return "scalectl_" + tier.replace("-", "_")
+
+
+def render_tier(route: TierRoute, endpoints: Sequence[Endpoint]) -> str:
+    name = upstream_name(route.name)
+    addresses = sorted({e.address for e in endpoints})  # stable order: no reload when only order changed
+    out = [HEADER, f"# tier {route.name}: {len(addresses)} ready instance(s)\n"]
+    if route.session_affinity:
+        key = f"${name}_session"
+        out.append(f'map $http_x_session_id {key} {{\n    "" $request_id;\n    default $http_x_session_id;\n}}\n')
+        balance = f"hash {key} consistent;"
+    else:
+        balance = "least_conn;"
+    out.append(f"upstream {name} {{\n    {balance}\n")
+    if addresses:
+        for address in addresses:
+            out.append(f"    server {address} max_fails={route.max_fails} fail_timeout={route.fail_timeout_s}s;\n")
+        out.append("    keepalive 32;\n")
+    else:
+        out.append("    server 127.0.0.1:9 down;  # placeholder: nginx rejects an empty upstream\n")
+    out.append("}\n")
+    if route.listen:
+        out.append(_server_block(route, name, empty=not addresses))
+    return "".join(out)
+
+
+def _server_block(route: TierRoute, name: str, *, empty: bool) -> str:
+    if empty:
+        body = (
+            "    default_type application/json;\n"
+            "    add_header Retry-After 30 always;\n"
+            f'    return 503 \'{{"error": "no ready instances for tier {route.name}"}}\\n\';\n'
+        )
+    else:
+        body = (
+            "    location / {\n"
+            f"        proxy_pass http://{name};\n"
+            "        proxy_http_version 1.1;\n"
+            '        proxy_set_header Connection "";\n'
+            "        proxy_set_header Host $host;\n"
+            "        proxy_set_header X-Request-Id $request_id;\n"
+            "        proxy_buffering off;  # stream tokens as they are generated\n"
+            f"        proxy_read_timeout {route.read_timeout_s}s;\n"
+            "        add_header X-Scalectl-Upstream $upstream_addr always;\n"
+            "    }\n"
+        )
+    return f"server {{\n    listen {route.listen};\n{body}}}\n"

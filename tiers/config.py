@@ -1,0 +1,211 @@
+"""Fleet configuration (tiers.yaml): schema, loading, and errors that name file, tier, field and fix."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from policies.durations import Duration
+from policies.registry import KINDS
+from policies.spec import PolicySpec
+from providers.registry import check_options
+from sizing.spec import ServingSpec
+from sources.spec import SignalsSpec
+from tiers.errors import ConfigError
+from tiers.yaml_bounded import TooDeep, safe_load
+
+# Provider types that work with no configuration block of their own.
+IMPLICIT_PROVIDERS = ("simulated", "local")
+_TIER_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ProviderEntry(_Strict):
+    """An account at a provider. Credentials come from env or a file, never from this file."""
+
+    type: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _options_fit_the_type(self) -> ProviderEntry:
+        check_options(self.type, self.options)  # ValueError -> 'provider "x": <what to fix>'
+        return self
+
+
+class TierSpec(_Strict):
+    capacity: Literal["on-demand", "spot"]
+    fallback: Literal["on-demand"] | None = None
+    gpu: str
+    gpu_count: int = Field(1, ge=1, le=16)
+    providers: list[str] = Field(min_length=1)
+    regions: list[str] = Field(default_factory=list)
+    min: int = Field(ge=0)
+    max: int = Field(ge=0)
+    budget_per_hour: float | None = Field(None, gt=0)
+    policy: PolicySpec
+    signals: SignalsSpec = Field(default_factory=SignalsSpec)
+    serving: ServingSpec = Field(default_factory=ServingSpec)
+    launch_timeout: Duration = 300.0  # no provider instance by then: replace (Karpenter: 5 min)
+    bootstrap_timeout: Duration = 900.0  # not serving by then: replace (Karpenter: 15 min)
+    drain_timeout: Duration = 120.0
+    max_surge: int = Field(1, ge=0, le=16)  # extra instances while spot replaces fallback ones (0: drain first)
+    on_demand_base: int = Field(0, ge=0)  # spot tiers: this many instances always on-demand (SkyServe's base)
+    fallback_after: Duration = 0.0  # spot tiers: wait this long for spot before falling back to on-demand
+
+    @model_validator(mode="after")
+    def _bounds_make_sense(self) -> TierSpec:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) is above max ({self.max}); set min <= max")
+        if self.fallback and self.capacity != "spot":
+            raise ValueError("fallback: on-demand only applies to capacity: spot")
+        if self.on_demand_base and self.capacity != "spot":
+            raise ValueError("on_demand_base only applies to capacity: spot (an on-demand tier is all on-demand)")
+        if self.on_demand_base > self.max:
+            raise ValueError(f"on_demand_base ({self.on_demand_base}) is above max ({self.max}); lower it")
+        if self.fallback_after and self.fallback is None:
+            raise ValueError("fallback_after needs fallback: on-demand (there is nothing to fall back to)")
+        floor = getattr(self.policy, "floor", None)
+        if floor is not None and floor > self.max:
+            raise ValueError(f"policy.floor ({floor}) is above max ({self.max}); lower the floor or raise max")
+        return self
+
+
+class FleetConfig(_Strict):
+    tiers: dict[str, TierSpec] = Field(min_length=1)
+    providers: dict[str, ProviderEntry] = Field(default_factory=dict)
+
+    @field_validator("tiers")
+    @classmethod
+    def _tier_names(cls, tiers: dict[str, TierSpec]) -> dict[str, TierSpec]:
+        for name in tiers:
+            if not _TIER_NAME.match(name):
+                raise ValueError(f'tier name "{name}" must be lowercase letters, digits and dashes (at most 40 chars)')
+        return tiers
+
+    @model_validator(mode="after")
+    def _providers_known(self) -> FleetConfig:
+        for tier_name, tier in self.tiers.items():
+            for provider in tier.providers:
+                if provider not in self.providers and provider not in IMPLICIT_PROVIDERS:
+                    known = ", ".join(sorted(set(self.providers) | set(IMPLICIT_PROVIDERS)))
+                    raise ValueError(
+                        f'tier "{tier_name}": providers: unknown provider "{provider}"; '
+                        f"add it under the top-level `providers:` block or use one of: {known}"
+                    )
+        return self
+
+
+def _format_location(loc: tuple[Any, ...], data: Any) -> str:
+    """('tiers', 'research', 'policy', 'scale-to-zero', 'idle_after') -> 'tier "research": policy.idle_after'."""
+    parts = list(loc)
+    prefix = ""
+    if len(parts) >= 2 and parts[0] == "tiers":
+        prefix = f'tier "{parts[1]}": '
+        parts = parts[2:]
+    elif len(parts) >= 2 and parts[0] == "providers":
+        prefix = f'provider "{parts[1]}": '
+        parts = parts[2:]
+    if len(parts) >= 2 and parts[0] in ("policy",) and isinstance(parts[1], str) and parts[1] in KINDS:
+        del parts[1]  # the discriminator tag pydantic inserts
+    path = ""
+    for part in parts:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.startswith("function-") or part in ("constrained-str", "literal"):
+            continue
+        else:
+            path += f".{part}" if path else str(part)
+    return prefix + (f"{path}: " if path else "")
+
+
+def _format_validation_error(exc: ValidationError, data: Any) -> list[str]:
+    problems = []
+    for err in exc.errors():
+        where = _format_location(tuple(err["loc"]), data)
+        message = err["msg"]
+        message = re.sub(r"^(Value error|Assertion failed), ", "", message)
+        if err["type"] == "extra_forbidden":
+            message = "unknown field; remove it or check its spelling (see docs/configuration.md)"
+        elif err["type"] == "union_tag_invalid":
+            kinds = "min-floor, scale-to-zero, predictive, external"
+            message = f"unknown policy kind {err.get('input', {}).get('kind')!r}; expected one of: {kinds}"
+        elif err["type"] == "union_tag_not_found":
+            message = "missing `kind`; expected one of: min-floor, scale-to-zero, predictive, external"
+        elif err["type"] == "missing":
+            message = "required field is missing"
+        elif "input" in err and err["type"] not in ("value_error",) and not isinstance(err["input"], dict):
+            message = f"{message}, got {err['input']!r}"
+        problems.append(f"{where}{message}")
+    return problems
+
+
+def _cross_field_problems(data: Mapping[str, Any]) -> list[str]:
+    """The checks that pydantic runs only once every field of a model is valid (unknown providers, min above
+    max), done on the raw data so that one run reports every problem, not one layer per run."""
+    problems: list[str] = []
+    declared = data.get("providers")
+    known = set(declared) if isinstance(declared, Mapping) else set()
+    known |= set(IMPLICIT_PROVIDERS)
+    tiers = data.get("tiers")
+    for name, tier in tiers.items() if isinstance(tiers, Mapping) else ():
+        if not isinstance(tier, Mapping):
+            continue
+        providers = tier.get("providers")
+        for provider in providers if isinstance(providers, list) else ():
+            if isinstance(provider, str) and provider not in known:
+                problems.append(
+                    f'tier "{name}": providers: unknown provider "{provider}"; add it under the top-level '
+                    f"`providers:` block or use one of: {', '.join(sorted(known))}"
+                )
+        low, high = tier.get("min"), tier.get("max")
+        if type(low) is int and type(high) is int and low > high:
+            problems.append(f'tier "{name}": min ({low}) is above max ({high}); set min <= max')
+    return problems
+
+
+def parse_config(text: str, source: str = "<config>") -> FleetConfig:
+    """Parse and validate YAML text. Raises ConfigError naming ``source``, tier and field — every problem
+    of the file at once."""
+    try:
+        data = safe_load(text)
+    except TooDeep as exc:
+        raise ConfigError(source, [str(exc)]) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(source, [f"{where}invalid YAML: {problem}"]) from None
+    if not isinstance(data, Mapping) or "tiers" not in data:
+        raise ConfigError(source, ["expected a mapping with a top-level `tiers:` key"])
+    try:
+        return FleetConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = _format_validation_error(exc, data)
+        problems += [p for p in _cross_field_problems(data) if p not in problems]
+        raise ConfigError(source, problems) from None
+
+
+def load_config(path: str | Path) -> tuple[FleetConfig, str]:
+    """Read and validate a tiers file; returns the config and its text (stored verbatim on apply)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(p), [f"cannot read the file: {exc.strerror}"]) from None
+    return parse_config(text, str(p)), text
+
+
+def config_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
