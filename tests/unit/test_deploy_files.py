@@ -26,6 +26,9 @@ def test_the_image_is_multi_stage_on_a_pinned_base_without_the_plotting_stack() 
     copied = set(re.findall(r"^COPY (\S+) ", text, re.MULTILINE)) - {"pyproject.toml"}
     for path in copied:
         assert f"!{path}/" in ignore or f"!{path}" in ignore, f"{path} is copied but .dockerignore drops it"
+    packaged = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    missing = {pattern.rstrip("*") for pattern in packaged["include"]} - copied
+    assert not missing, f"packages the wheel includes but the image build does not copy: {sorted(missing)}"
 
 
 def test_compose_has_its_files_and_checks_postgres_with_a_password() -> None:
