@@ -70,6 +70,13 @@ class World:
             await self.reconciler.tick()
             self.clock.advance(step)
 
+    async def bring_up(self, tier: str, n: int) -> None:
+        """Ask for ``n`` instances and tick past the simulated boot, so they are ready."""
+        self.target(tier, n)
+        await self.run()
+        self.clock.advance(61)
+        await self.run()
+
     async def cloud_live(self) -> list[Any]:
         return [i for i in await self.cloud.list("sc-") if not i.status.is_gone]
 

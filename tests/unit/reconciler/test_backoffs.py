@@ -61,10 +61,7 @@ async def test_a_restart_keeps_the_create_back_off(make_world) -> None:
 
 async def test_a_restart_keeps_the_spot_back_off(make_world) -> None:
     w: World = make_world()
-    w.target("batch", 3)
-    await w.run()
-    w.clock.advance(61)
-    await w.run()
+    await w.bring_up("batch", 3)
     for row in w.rows("batch", ("ready",)):
         w.cloud.interrupt(row.provider_id or "")
     await w.run()

@@ -50,10 +50,7 @@ async def test_intent_row_is_committed_before_the_provider_is_called(make_world)
 
 async def test_scale_in_retires_not_ready_first_then_most_expensive(make_world) -> None:
     w: World = make_world()
-    w.target("web", 2)
-    await w.run()
-    w.clock.advance(61)
-    await w.run()
+    await w.bring_up("web", 2)
     assert len(w.rows("web", ("ready",))) == 2
     with w.store.sessions.begin() as s:  # make one ready instance pricier
         row = s.scalars(select(InstanceRecord).where(InstanceRecord.state == "ready")).first()
@@ -74,10 +71,7 @@ async def test_scale_in_retires_not_ready_first_then_most_expensive(make_world) 
 
 async def test_spot_preemption_is_replaced_in_the_same_tick(make_world) -> None:
     w: World = make_world()
-    w.target("batch", 2)
-    await w.run()
-    w.clock.advance(61)
-    await w.run()
+    await w.bring_up("batch", 2)
     victim = w.rows("batch", ("ready",))[0]
     w.cloud.interrupt(victim.provider_id or "")
     await w.run()
@@ -90,10 +84,7 @@ async def test_spot_preemption_is_replaced_in_the_same_tick(make_world) -> None:
 
 async def test_interruption_notice_drains_and_replaces(make_world) -> None:
     w: World = make_world()
-    w.target("batch", 1)
-    await w.run()
-    w.clock.advance(61)
-    await w.run()
+    await w.bring_up("batch", 1)
     inst = w.rows("batch", ("ready",))[0]
     w.cloud.interrupt(inst.provider_id or "", notice=120)
     await w.run()
@@ -104,10 +95,7 @@ async def test_interruption_notice_drains_and_replaces(make_world) -> None:
 
 async def test_webhook_notice_marks_instance_and_reconciler_replaces(make_world) -> None:
     w: World = make_world()
-    w.target("batch", 1)
-    await w.run()
-    w.clock.advance(61)
-    await w.run()
+    await w.bring_up("batch", 1)
     inst = w.rows("batch", ("ready",))[0]
     assert w.store.mark_notice("simulated", inst.provider_id, None, w.clock.now()) == inst.key
     await w.run()
@@ -406,10 +394,7 @@ async def test_at_max_the_hand_back_to_spot_drains_first_and_never_exceeds_max(m
     tiers = tiers_yaml({"batch": tier(capacity="spot", fallback="on-demand", min=2, max=2)})
     w: World = make_world(tiers)
     w.cloud.set_capacity("H100-SXM5-80GB", 0, capacity=Capacity.SPOT)
-    w.target("batch", 2)
-    await w.run()
-    w.clock.advance(61)
-    await w.run()
+    await w.bring_up("batch", 2)
     assert {r.capacity for r in w.rows("batch", ("ready",))} == {"on-demand"}
     w.cloud.set_capacity("H100-SXM5-80GB", 100, capacity=Capacity.SPOT)
     w.clock.advance(200)
@@ -444,10 +429,7 @@ async def test_a_warned_instance_drains_its_work_within_the_notice_window(make_w
         return running["n"]
 
     w.reconciler.drain_check = drain_check
-    w.target("batch", 1)
-    await w.run()
-    w.clock.advance(61)
-    await w.run()
+    await w.bring_up("batch", 1)
     inst = w.rows("batch", ("ready",))[0]
     with w.store.sessions.begin() as s:  # give it an address so the drain check applies
         s.get(InstanceRecord, inst.key).address = "127.0.0.1:9"  # type: ignore[union-attr]

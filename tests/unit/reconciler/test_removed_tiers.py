@@ -29,10 +29,7 @@ def _busy_fleet(w: World, reconciler: Reconciler, routed: list[tuple[str, Any]])
 
 async def _serving_batch(w: World, routed: list[tuple[str, Any]]) -> None:
     _busy_fleet(w, w.reconciler, routed)
-    w.target("batch", 2)
-    await w.run()
-    w.clock.advance(61)
-    await w.run()
+    await w.bring_up("batch", 2)
     with w.store.sessions.begin() as s:  # give them addresses so drain checks and routes apply
         for n, row in enumerate(w.rows("batch", ("ready",))):
             s.get(InstanceRecord, row.key).address = f"127.0.0.1:{9000 + n}"  # type: ignore[union-attr]
