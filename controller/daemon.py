@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,8 +20,6 @@ from sqlalchemy.exc import DBAPIError
 from clocks import Clock, SystemClock
 from clocks.scaled import ScaledClock
 from controller.app import Controller, build_providers, open_store, provider_configs
-from controller.embedded import bundled_tiers_text
-from controller.embedded.demo_clock import DEMO_ZONE, world_start
 from controller.ha.fencing import fence_commits, fenced
 from controller.ha.lease import LeadershipLost
 from controller.ha.replica import Replica
@@ -32,14 +30,13 @@ from controller.provider_metrics import metered
 from controller.reconciler.loop import Reconciler
 from controller.serving_hooks import ServingHooks, build_hooks
 from controller.settings import Settings
+from controller.startup import demo_clock, load_fleet, publish_clock, signal_source
 from controller.status import fleet_status, replicas_status
-from controller.store import world_clock
 from controller.store.repository import Store
 from controller.systemd import SystemdNotifier, watchdog_interval
 from controller.version import scalectl_version
 from providers.base import Provider
-from sources.reading import SignalSource
-from tiers.config import FleetConfig, load_config, parse_config
+from tiers.config import FleetConfig
 
 log = logging.getLogger("scalectl.daemon")
 
@@ -83,56 +80,6 @@ class Daemon:
         self._tick_task: asyncio.Future[None] | None = None
 
     # ---- wiring ----------------------------------------------------------------------------------
-    def _load_fleet(self, store: Store) -> tuple[FleetConfig, bool]:
-        """(config, embedded): a given file is applied first; else the stored config; else the bundle."""
-        now = self.clock.now()
-        if self.options.config_file is not None:
-            fleet, text = load_config(self.options.config_file)
-            version, _ = store.apply_config(fleet, text, str(self.options.config_file), now)
-            if version is not None:
-                log.info("applied %s as config v%d", self.options.config_file, version)
-        stored = store.fleet_config()
-        if stored is not None:
-            return stored, _is_bundled(store)
-        text = bundled_tiers_text()
-        fleet = parse_config(text, "bundled example tiers")
-        store.apply_config(fleet, text, "bundled example tiers", now)
-        log.info("no configuration found: running the bundled example tiers on the simulated cloud")
-        return fleet, True
-
-    def _signals(self, providers: dict[str, Provider], fleet: Callable[[], FleetConfig]) -> SignalSource:
-        """Configured sources; on the simulated cloud, tiers that name none read the demo's synthetic load."""
-        from providers.simulated import SimulatedCloud
-        from sources.reader import SignalReader  # type: ignore[import-not-found, unused-ignore]
-
-        reader: SignalSource = SignalReader(self.clock)
-        cloud = next((p for p in providers.values() if isinstance(p, SimulatedCloud)), None)
-        if cloud is None:
-            return reader
-        from controller.embedded.load import SyntheticLoad
-        from controller.embedded.routing import DemoOrRealSignals, reads_synthetic_load
-
-        demo = [t for t in fleet().tiers if reads_synthetic_load(fleet(), t)]
-        if demo:
-            log.info("tiers %s name no signal source: they read the demo's synthetic load", ", ".join(demo))
-        return DemoOrRealSignals(SyntheticLoad(self.clock, cloud), reader, fleet)
-
-    def _start_demo_clock(self, store: Store) -> None:
-        """An accelerated world starts before the business-hours window, or where the last demo stopped."""
-        if self.options.speed == 1.0:
-            return
-        wall = self.real_clock.now()
-        published = world_clock.read(store)
-        start = world_start(wall, published.now(wall) if published is not None else None)
-        self.clock = ScaledClock(self.options.speed, start=start)
-        self._started = self.clock.now()
-        log.info(
-            "demo clock starts at %s (%s), %g× faster than the wall clock",
-            datetime.fromtimestamp(start, DEMO_ZONE).isoformat(timespec="minutes"),
-            DEMO_ZONE.key,
-            self.options.speed,
-        )
-
     def build(self) -> Controller:
         store = open_store(self.settings)
         self.replica = replica = Replica(
@@ -148,8 +95,11 @@ class Daemon:
         except Exception:
             store.engine.dispose()
             raise
-        self._start_demo_clock(store)
-        fleet, embedded = self._load_fleet(store)
+        clock = demo_clock(store, self.options.speed, self.real_clock.now())
+        if clock is not None:
+            self.clock = clock
+            self._started = clock.now()
+        fleet, embedded = load_fleet(store, self.options.config_file, self.clock.now())
         built = build_providers(provider_configs(fleet, self.settings), self.clock)
         # The reconciler acts only inside a valid term: its commits are fenced, its provider calls checked.
         acting_store = Store(store.engine)
@@ -158,7 +108,7 @@ class Daemon:
         def current_fleet() -> FleetConfig:  # providers added by `scalectl apply` while running count too
             return self.controller.fleet if self.controller is not None else fleet
 
-        signals = self._signals(built, current_fleet)
+        signals = signal_source(self.clock, built, current_fleet)
         providers = metered(built, self.metrics)
 
         self.serving = build_hooks(self.settings, self.clock, current_fleet)
@@ -199,13 +149,8 @@ class Daemon:
         return {name: fenced(provider, elector) for name, provider in providers.items()}
 
     def _publish_clock(self, store: Store, *, running: bool = True) -> None:
-        """Let `scalectl` read stored times in this daemon's (possibly accelerated) world."""
-        try:
-            world_clock.publish(
-                store, speed=self.options.speed, world=self.clock.now(), wall=self.real_clock.now(), running=running
-            )
-        except Exception:  # ages in the CLI are a convenience: never stop reconciling over them
-            log.warning("could not publish the world clock", exc_info=True)
+        now, wall = self.clock.now(), self.real_clock.now()
+        publish_clock(store, speed=self.options.speed, world=now, wall=wall, running=running)
 
     # ---- running ---------------------------------------------------------------------------------
     async def _elect(self) -> None:
@@ -374,16 +319,6 @@ class Daemon:
             access_log=False,
         )
         return _QuietServer(config)
-
-
-def _is_bundled(store: Store) -> bool:
-    with store.sessions() as s:
-        from sqlalchemy import select
-
-        from controller.store.models import ConfigVersion
-
-        latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()
-        return latest is not None and latest.source == "bundled example tiers"
 
 
 def _webhook_handler(daemon: Daemon) -> Any:
