@@ -13,6 +13,7 @@ from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Off
 from providers.errors import AuthFailed, InsufficientCapacity, InvalidRequest, QuotaExceeded, RateLimited, Transient
 from providers.registry import ADAPTERS, ProviderConfig, build_provider
 from providers.runpod import RunPodProvider
+from providers.runpod.wire import graphql_error
 from sizing.server import ServerDescription
 from tests.fakes import Fault
 from tests.fakes.runpod_server import RunPodFake, serve_runpod
@@ -297,7 +298,8 @@ def test_rest_error_mapping(rp: RunPodProvider, status: int, body: Any, expected
     ],
 )
 def test_graphql_error_mapping(rp: RunPodProvider, message: str, expected: type) -> None:
-    assert type(rp._graphql_error([{"message": message}])) is expected
+    error = graphql_error([{"message": message}], provider=rp.name, credential_hint="RUNPOD_API_KEY", redact=str)
+    assert type(error) is expected
 
 
 # ---- credentials ---------------------------------------------------------------------------------
