@@ -18,7 +18,7 @@ ADAPTERS: dict[str, str] = {
     "lambda": "providers.lambda_cloud:LambdaProvider",
     "runpod": "providers.runpod:RunPodProvider",
     "vastai": "providers.vastai:VastAIProvider",
-    "aws": "providers.aws_ec2:AwsEc2Provider",
+    "aws": "providers.aws:AwsEc2Provider",
 }
 
 

@@ -8,7 +8,7 @@ import pytest
 from moto import mock_aws
 
 from clocks import FakeClock
-from providers.aws_ec2 import AwsEc2Provider
+from providers.aws import AwsEc2Provider
 from providers.base import Capacity
 from providers.registry import ProviderConfig
 from tests.contract.suite import ContractHarness, Fault, ProviderContract

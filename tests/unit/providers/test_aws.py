@@ -20,7 +20,7 @@ from moto import mock_aws
 from moto.core.botocore_stubber import MockRawResponse
 
 from clocks import FakeClock
-from providers.aws_ec2 import DEFAULT_AMI_SSM_PARAMETER, AwsEc2Provider, instance_status, latest_spot_prices
+from providers.aws import DEFAULT_AMI_SSM_PARAMETER, AwsEc2Provider, instance_status, latest_spot_prices
 from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
 from providers.errors import (
     AuthFailed,

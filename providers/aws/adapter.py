@@ -1,10 +1,5 @@
-"""AWS EC2 adapter: GPU instances through boto3 (the optional ``aws`` extra), one region per account entry.
-
-boto3 is synchronous, so every call runs in a worker thread (``asyncio.to_thread``) and the daemon's
-event loop never blocks. botocore's own retries are off: tenacity is the one, bounded, retry layer and
-it sleeps on the injected clock. ``create`` passes our idempotency key as EC2's ``ClientToken``, so a
-launch retried after a lost response can never start a second machine.
-"""
+"""The EC2 adapter: boto3 calls in worker threads, retried by tenacity on the injected clock (see the package's
+docstring); the wire format is in ``wire.py``."""
 
 from __future__ import annotations
 
@@ -15,17 +10,17 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from clocks import Clock
-from providers.aws_catalog import INSTANCE_TYPES, instance_types_for, on_demand_price
-from providers.aws_errors import map_client_error
+from providers.aws.catalog import INSTANCE_TYPES, instance_types_for, on_demand_price
+from providers.aws.errors import map_client_error
+from providers.aws.options import AwsOptions, require_boto3
+from providers.aws.wire import instance_view, latest_spot_prices, run_instances_params
 from providers.base import (
     BootstrapForm,
     Capacity,
     GpuRequest,
-    InstanceStatus,
     LaunchSpec,
     ListFilter,
     NoticeDelivery,
@@ -35,83 +30,12 @@ from providers.base import (
 )
 from providers.errors import InstanceNotFound, InvalidRequest, Transient, is_retryable
 from providers.registry import ProviderConfig
-from providers.status import map_status
-from providers.tagging import KEY_TAG, TIER_TAG, key_from_name, validate_key
+from providers.tagging import KEY_TAG, key_from_name, validate_key
 from serving.bootstrap.cloud_init import CloudConfig
 from sizing.server import ServerDescription
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-# The AWS Deep Learning Base AMI (NVIDIA driver, CUDA, EFA; Ubuntu 22.04), resolved by EC2 at launch.
-DEFAULT_AMI_SSM_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"
-USER_DATA_LIMIT = 16 * 1024  # EC2 rejects user data above 16 KB (before base64)
-
-_STATUS: dict[str, InstanceStatus] = {
-    "pending": InstanceStatus.PENDING,
-    "running": InstanceStatus.RUNNING,
-    "shutting-down": InstanceStatus.STOPPING,
-    "stopping": InstanceStatus.STOPPING,
-    "stopped": InstanceStatus.STOPPING,  # not serving, still holding its volume: on its way out for us
-    "terminated": InstanceStatus.TERMINATED,
-}
-# StateReason.Code values that say *why* an instance went away.
-_PREEMPTED_REASONS = frozenset({"Server.SpotInstanceTermination", "Server.SpotInstanceShutdown"})
-_FAILED_REASONS = frozenset(
-    {
-        "Server.InsufficientInstanceCapacity",
-        "Server.InternalError",
-        "Client.InternalError",
-        "Client.VolumeLimitExceeded",
-        "Client.InvalidSnapshot.NotFound",
-    }
-)
-
-
-class AwsOptions(BaseModel):
-    """``options:`` of an ``type: aws`` provider block."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    region: str
-    profile: str | None = None  # a named profile from ~/.aws; default: the standard credential chain
-    subnet_id: str | None = None
-    security_group_ids: tuple[str, ...] = ()
-    key_name: str | None = None
-    ami_id: str | None = None  # wins over ami_ssm_parameter
-    ami_ssm_parameter: str = DEFAULT_AMI_SSM_PARAMETER
-    iam_instance_profile: str | None = None  # a name, or an ARN
-    root_volume_gb: int = Field(200, ge=8, le=16384)
-    root_device_name: str = "/dev/sda1"  # the Ubuntu AMIs' root device
-    availability_zone: str | None = None  # spot prices of this zone; launches there when no subnet is set
-    on_demand_prices: dict[str, float] = Field(default_factory=dict)  # instance type -> $/hour overrides
-    server_port: int = Field(8000, ge=1, le=65535)
-    use_private_ip: bool = False
-    max_attempts: int = Field(3, ge=1, le=10)  # tenacity attempts for retryable errors
-    retry_wait_max: float = Field(20.0, gt=0)
-    connect_timeout: float = Field(5.0, gt=0)
-    read_timeout: float = Field(30.0, gt=0)
-    # EC2 is eventually consistent: an instance just launched can be "not found" for a little while.
-    consistency_grace: float = Field(120.0, ge=0)
-
-    @classmethod
-    def parse(cls, name: str, options: Mapping[str, Any]) -> AwsOptions:
-        try:
-            return cls.model_validate(dict(options))
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"options.{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-            )
-            raise InvalidRequest(f"provider {name!r} (aws): {problems}", provider=name) from None
-
-
-def _require_boto3(name: str) -> None:
-    try:
-        import boto3  # noqa: F401
-    except ImportError:
-        raise InvalidRequest(
-            "the aws provider needs boto3, which is an optional extra: pip install 'scalectl[aws]'", provider=name
-        ) from None
 
 
 class AwsEc2Provider:
@@ -136,7 +60,7 @@ class AwsEc2Provider:
         self.options = AwsOptions.parse(config.name, config.options)
         self.region = self.options.region
         self._endpoint_url = config.base_url  # a local EC2 stand-in in tests; None = the real endpoint
-        _require_boto3(config.name)
+        require_boto3(config.name)
         self._client: Any = None
         self._client_lock = asyncio.Lock()
         self._launched: dict[str, float] = {}  # provider id -> clock.monotonic() of our run_instances
@@ -169,7 +93,7 @@ class AwsEc2Provider:
         existing = await self._find_by_key(spec.key)
         if existing is not None:
             return existing
-        params = self._run_params(spec, itype)
+        params = self._params(spec, itype)
         reply = await self._call("run_instances", lambda c: c.run_instances(**params))
         raw = reply["Instances"][0]
         self._launched[raw["InstanceId"]] = self.clock.monotonic()
@@ -330,115 +254,12 @@ class AwsEc2Provider:
         ours = sorted((v for v in found if v.key == key), key=lambda v: v.status.is_gone)
         return ours[0] if ours else None
 
-    def _run_params(self, spec: LaunchSpec, itype: str) -> dict[str, Any]:
-        o = self.options
-        user_data = self.render_launch(spec.server).user_data() if spec.server is not None else None
-        if user_data is not None and len(user_data.encode()) > USER_DATA_LIMIT:
-            raise InvalidRequest(
-                f"user data is {len(user_data.encode())} bytes; EC2 accepts at most {USER_DATA_LIMIT}",
-                provider=self.name,
-            )
-        tags = {k: v for k, v in spec.tags.items() if not k.lower().startswith("aws:")}
-        tags.update({"Name": spec.key, KEY_TAG: spec.key, TIER_TAG: spec.tier})
-        tag_list = [{"Key": k, "Value": str(v)} for k, v in tags.items()]
-        params: dict[str, Any] = {
-            "ImageId": o.ami_id or f"resolve:ssm:{o.ami_ssm_parameter}",
-            "InstanceType": itype,
-            "MinCount": 1,
-            "MaxCount": 1,
-            "ClientToken": spec.key,  # EC2's own idempotency: a retried launch returns the same instance
-            "TagSpecifications": [
-                {"ResourceType": "instance", "Tags": tag_list},
-                {"ResourceType": "volume", "Tags": tag_list},
-            ],
-            "BlockDeviceMappings": [
-                {
-                    "DeviceName": o.root_device_name,
-                    "Ebs": {"VolumeSize": o.root_volume_gb, "VolumeType": "gp3", "DeleteOnTermination": True},
-                }
-            ],
-            # IMDSv2 only; hop limit 2 so a container on the box (the spot agent, vLLM) can reach it.
-            "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 2},
-            "InstanceInitiatedShutdownBehavior": "terminate",
-        }
-        if user_data:
-            params["UserData"] = user_data  # boto3 base64-encodes it
-        if o.subnet_id:
-            params["SubnetId"] = o.subnet_id
-        elif o.availability_zone:
-            params["Placement"] = {"AvailabilityZone": o.availability_zone}
-        if o.security_group_ids:
-            params["SecurityGroupIds"] = list(o.security_group_ids)
-        if o.key_name:
-            params["KeyName"] = o.key_name
-        if o.iam_instance_profile:
-            field = "Arn" if o.iam_instance_profile.startswith("arn:") else "Name"
-            params["IamInstanceProfile"] = {field: o.iam_instance_profile}
-        if spec.capacity is Capacity.SPOT:
-            spot_options: dict[str, Any] = {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}
-            if spec.bid_per_hour is not None:
-                spot_options["MaxPrice"] = f"{spec.bid_per_hour:.4f}"
-            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot_options}
-        return params
-
-    def _view(self, raw: Mapping[str, Any]) -> ProviderInstance:
-        tags = {t.get("Key"): t.get("Value") for t in raw.get("Tags") or []}
-        state = (raw.get("State") or {}).get("Name")
-        reason = (raw.get("StateReason") or {}).get("Code") or ""
-        status = instance_status(state, reason)
-        itype = INSTANCE_TYPES.get(str(raw.get("InstanceType")))
-        capacity = Capacity.SPOT if raw.get("InstanceLifecycle") == "spot" else Capacity.ON_DEMAND
-        price = None
-        if capacity is Capacity.ON_DEMAND and raw.get("InstanceType"):
-            price = on_demand_price(str(raw["InstanceType"]), self.options.on_demand_prices)
-        ip = raw.get("PrivateIpAddress") if self.options.use_private_ip else raw.get("PublicIpAddress")
-        launched = raw.get("LaunchTime")
-        return ProviderInstance(
-            provider=self.name,
-            provider_id=str(raw["InstanceId"]),
-            key=tags.get(KEY_TAG),
-            status=status,
-            raw_status=f"{state}:{reason}" if reason else str(state or ""),
-            gpu=itype.gpu if itype else None,
-            gpu_count=itype.gpu_count if itype else None,
-            region=self.region,
-            capacity=capacity,
-            price_per_hour=price,
-            address=f"{ip}:{self.options.server_port}" if ip and status is InstanceStatus.RUNNING else None,
-            created_at=launched.timestamp() if isinstance(launched, datetime) else None,
-        )
-
     def _recently_launched(self, provider_id: str) -> bool:
         at = self._launched.get(provider_id)
         return at is not None and self.clock.monotonic() - at <= self.options.consistency_grace
 
+    def _params(self, spec: LaunchSpec, itype: str) -> dict[str, Any]:
+        return run_instances_params(spec, itype, self.options, provider=self.name)
 
-def instance_status(state: str | None, reason: str) -> InstanceStatus:
-    """EC2 state + StateReason.Code -> our status. A spot reclaim is PREEMPTED, a failed launch FAILED."""
-    status = map_status(state, _STATUS)
-    if status in (InstanceStatus.TERMINATED, InstanceStatus.STOPPING) and reason in _PREEMPTED_REASONS:
-        return InstanceStatus.PREEMPTED
-    if status is InstanceStatus.TERMINATED and reason in _FAILED_REASONS:
-        return InstanceStatus.FAILED
-    return status
-
-
-def latest_spot_prices(entries: Any, *, zone: str | None = None) -> dict[str, float]:
-    """From spot price history entries: the latest price per (type, zone), then per type the given zone's
-    price or the cheapest zone's."""
-    latest: dict[tuple[str, str], tuple[datetime, float]] = {}
-    for entry in entries:
-        try:
-            itype, az = str(entry["InstanceType"]), str(entry["AvailabilityZone"])
-            when, price = entry["Timestamp"], float(entry["SpotPrice"])
-        except (KeyError, TypeError, ValueError):
-            continue  # a malformed entry says nothing about the price
-        if price <= 0 or (zone and az != zone):
-            continue
-        seen = latest.get((itype, az))
-        if seen is None or when > seen[0]:
-            latest[(itype, az)] = (when, price)
-    best: dict[str, float] = {}
-    for (itype, _az), (_when, price) in latest.items():
-        best[itype] = min(price, best.get(itype, price))
-    return best
+    def _view(self, raw: Mapping[str, Any]) -> ProviderInstance:
+        return instance_view(raw, self.options, provider=self.name)
