@@ -134,7 +134,7 @@ async def test_orphans_with_our_prefix_are_deleted_and_others_left_alone(make_wo
     live = {i.provider_id for i in await w.cloud.list("")}
     assert orphan.provider_id not in live
     assert other_cluster.provider_id in live
-    assert foreign in w.cloud._instances
+    assert foreign in w.cloud.fleet.live
     with w.store.sessions() as s:
         kinds = [e.kind for e in s.scalars(select(EventRecord)).all()]
     assert "orphan-deleted" in kinds

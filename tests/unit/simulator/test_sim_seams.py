@@ -31,7 +31,7 @@ def _boot_delays(keys: list[str]) -> list[float]:
         for key in keys:
             inst = await _launch(cloud, key)
             assert inst.address == address_of("sim", inst.provider_id)
-            out.append(cloud._instances[inst.provider_id].ready_at - clock.now())  # the drawn delay
+            out.append(cloud.fleet.live[inst.provider_id].ready_at - clock.now())  # the drawn delay
         return out
 
     return asyncio.run(run())
@@ -50,7 +50,7 @@ def test_a_plain_simulated_cloud_keeps_per_key_delays_and_no_address() -> None:
     one = asyncio.run(_launch(a, "sc-same"))
     two = asyncio.run(_launch(b, "sc-same"))
     assert one.address is None
-    assert a._instances[one.provider_id].ready_at == b._instances[two.provider_id].ready_at
+    assert a.fleet.live[one.provider_id].ready_at == b.fleet.live[two.provider_id].ready_at
 
 
 def test_billing_per_tier_clips_each_instance_to_the_window() -> None:
