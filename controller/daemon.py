@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +22,7 @@ from controller.app import Controller, build_providers, open_store, provider_con
 from controller.ha.fencing import fence_commits, fenced
 from controller.ha.lease import LeadershipLost
 from controller.ha.replica import Replica
-from controller.http_app import Health, build_http_app
+from controller.http_app import Health, build_http_app, http_server
 from controller.metrics import DaemonMetrics
 from controller.metrics_feed import MetricsFeed
 from controller.provider_metrics import metered
@@ -48,14 +47,6 @@ class DaemonOptions:
     max_ticks: int | None = None  # stop by itself after this many ticks (demos, tests)
     run_for: float | None = None  # stop by itself after this much (virtual) time
     serve_http: bool = True
-
-
-class _QuietServer(uvicorn.Server):
-    """uvicorn without its own signal handling: the daemon owns SIGTERM/SIGINT."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
 
 
 class Daemon:
@@ -310,15 +301,7 @@ class Daemon:
         if not self.options.serve_http:
             return None
         app = build_http_app(self.health, self.metrics, self._status, _webhook_handler(self))
-        config = uvicorn.Config(
-            app,
-            host=self.settings.http_host,
-            port=self.settings.http_port,
-            log_level="warning",
-            lifespan="off",
-            access_log=False,
-        )
-        return _QuietServer(config)
+        return http_server(app, self.settings.http_host, self.settings.http_port)
 
 
 def _webhook_handler(daemon: Daemon) -> Any:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import uvicorn
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -75,3 +77,17 @@ def build_http_app(
     if webhook is not None:
         routes.append(Route("/v1/webhooks/interruption", webhook, methods=["POST"]))
     return Starlette(routes=routes)
+
+
+class _QuietServer(uvicorn.Server):
+    """uvicorn without its own signal handling: the daemon owns SIGTERM/SIGINT."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def http_server(app: Any, host: str, port: int) -> uvicorn.Server:
+    """The daemon's HTTP server (no access log; the daemon handles signals)."""
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off", access_log=False)
+    return _QuietServer(config)
