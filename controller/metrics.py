@@ -17,6 +17,7 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
 from controller.capacity_view import learned_capacity
+from domain.instance import InstanceState
 from policies.types import PolicyState
 
 if TYPE_CHECKING:
@@ -26,14 +27,14 @@ if TYPE_CHECKING:
 SIGNALS = ("queue_depth", "in_flight", "ttft_p95_s", "requests_waiting", "requests_running", "kv_cache_usage")
 SIGNAL_METRIC_NAMES = {"ttft_p95_s": "ttft_p95_seconds", "kv_cache_usage": "kv_cache_usage_ratio"}
 TARGETS = ("queue_per_instance", "in_flight_per_instance", "ttft_p95_max_seconds")
-INSTANCE_STATES = ("pending", "provisioning", "bootstrapping", "ready", "draining")
+INSTANCE_STATES = tuple(s.value for s in InstanceState if s.is_live)  # the label values of live instances
 DECISION_OUTCOMES = ("scale_out", "scale_in", "hold", "hold_unknown_signals")
 # Instance and tier events the reconciler records (store `events.kind`), counted as they are written.
 EVENT_KINDS = (
     "launched",
     "booted",
-    "ready",
-    "draining",
+    InstanceState.READY.value,  # the transitions into these states are recorded under the state's name
+    InstanceState.DRAINING.value,
     "retired",
     "interrupted",
     "interruption-notice",

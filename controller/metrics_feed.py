@@ -15,9 +15,10 @@ from controller.metrics import INSTANCE_STATES, SIGNAL_METRIC_NAMES, SIGNALS, Da
 from controller.reconciler.loop import TickReport
 from controller.store.models import EventRecord, InstanceRecord
 from controller.store.repository import Store
+from domain.instance import InstanceState
 from tiers.config import TierSpec
 
-READY_STATES = ("ready", "draining")
+READY_STATES = (InstanceState.READY, InstanceState.DRAINING)  # serving (a draining one still answers)
 INTERRUPTION_KINDS = ("interrupted", "interruption-notice")
 ENDING_KINDS = ("retired", "ended")  # a drain that completed (a preemption cuts one short)
 _REMEMBERED = 10_000  # interrupted instance keys kept to count each instance once
