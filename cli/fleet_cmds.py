@@ -10,7 +10,7 @@ from cli.context import open_store, settings, user_errors
 from cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
 from clocks import SystemClock
 from controller.ha.replica import read_replicas
-from controller.status import COLUMNS, fleet_status, replicas_status
+from controller.status import COLUMNS, fleet_status, status_document
 from controller.store.repository import Store
 from controller.store.world_clock import world_now
 from policies.durations import parse_duration
@@ -58,20 +58,18 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def status(output: Format = OutputOption) -> None:
-        """Per tier: desired / ready / pending / draining and $/hour."""
+        """Per tier: desired / ready / pending / draining and $/hour; the leader and the replicas."""
         with user_errors():
             s = settings()
             store = open_store(s)
-            rows = fleet_status(store)
-            replicas = replicas_status(read_replicas(store.engine), SystemClock().now(), 3 * s.leader_lease_ttl)
-        emit(
-            rows,
-            output,
-            columns=COLUMNS,
-        )
-        if output is Format.table and replicas["replicas"]:
-            emit(replicas["replicas"], output, columns=["role", "host", "pid", "started_at", "seen_ago", "http"])
-            leader = replicas["leader"]
+            document = status_document(store, read_replicas(store.engine), SystemClock().now(), 3 * s.leader_lease_ttl)
+        if output is not Format.table:  # the same document as the daemon's GET /v1/status
+            emit(document, output)
+            return
+        emit(document["tiers"], output, columns=COLUMNS)
+        if document["replicas"]:
+            emit(document["replicas"], output, columns=["role", "host", "pid", "started_at", "seen_ago", "http"])
+            leader = document["leader"]
             if leader is not None:
                 typer.echo(f"leader: {leader['host']} pid {leader['pid']}, epoch {leader['epoch']}")
 

@@ -30,7 +30,7 @@ from controller.reconciler.loop import Reconciler
 from controller.serving_hooks import ServingHooks, build_hooks
 from controller.settings import Settings
 from controller.startup import demo_clock, load_fleet, publish_clock, signal_source
-from controller.status import fleet_status, replicas_status
+from controller.status import status_document
 from controller.store.repository import Store
 from controller.systemd import SystemdNotifier, watchdog_interval
 from controller.version import scalectl_version
@@ -220,12 +220,9 @@ class Daemon:
                 log.info("pruned %d old decisions and events", removed)
 
     def _status(self) -> dict[str, Any]:
-        assert self.controller is not None
-        status: dict[str, Any] = {"tiers": fleet_status(self.controller.store), "ticks": self._ticks}
-        if self.replica is not None:
-            view = self.replica.view()
-            status.update(replicas_status(view, self.real_clock.now(), 3 * self.settings.leader_lease_ttl))
-        return status
+        assert self.controller is not None and self.replica is not None
+        stale_after = 3 * self.settings.leader_lease_ttl
+        return status_document(self.controller.store, self.replica.view(), self.real_clock.now(), stale_after)
 
     async def run(self) -> int:
         self.controller = controller = self.build()

@@ -1,4 +1,5 @@
-"""Fleet status as plain rows: shared by `scalectl status`, `describe` and the daemon's /v1/status."""
+"""Fleet status as plain data: one document for `scalectl status -o json|yaml` and the daemon's /v1/status,
+whose rows `scalectl status` and `describe` also print."""
 
 from __future__ import annotations
 
@@ -67,3 +68,9 @@ def replicas_status(view: ReplicaView, now: float, stale_after: float) -> dict[s
         if now - r.seen_at <= stale_after
     ]
     return {"leader": leader, "replicas": replicas}
+
+
+def status_document(store: Store, view: ReplicaView, now: float, stale_after: float) -> dict[str, Any]:
+    """What `scalectl status -o json` prints and `GET /v1/status` answers: the tiers' rows, the leader and
+    the replicas (built here once, so the two can never drift apart)."""
+    return {"tiers": fleet_status(store), **replicas_status(view, now, stale_after)}

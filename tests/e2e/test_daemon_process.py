@@ -57,7 +57,7 @@ def test_embedded_daemon_scales_up_and_down_without_flapping(tmp_path: Path) -> 
             assert t2 - last_out >= 300 - 1, f"scale-in {n1}→{n2} only {t2 - last_out:.0f}s after a scale-out"
         if n1 < n0 and n2 > n1:
             assert t2 - t1 >= 60 - 1, f"scale-out {n1}→{n2} {t2 - t1:.0f}s after a scale-in"
-    status = {r["tier"]: r for r in json_of(scalectl(tmp_path, "status", "-o", "json"))}
+    status = {r["tier"]: r for r in json_of(scalectl(tmp_path, "status", "-o", "json"))["tiers"]}
     assert set(status) == {"orchestrator", "research", "support-daytime"}
 
     # The rows carry the 300× world's time: the CLI reads them in that world (no negative ages, and
@@ -152,6 +152,14 @@ def test_sigterm_stops_cleanly_after_the_tick_in_progress(tmp_path: Path) -> Non
         assert "scalectl_tier_desired_instances" in metrics and 'tier="orchestrator"' in metrics
         status = httpx.get(f"http://127.0.0.1:{port}/v1/status", timeout=2).json()
         assert {t["tier"] for t in status["tiers"]} == {"orchestrator", "research", "support-daytime"}
+        # `scalectl status -o json` prints the same document (read a moment later, so counts may move on).
+        printed = json_of(scalectl(tmp_path, "status", "-o", "json"))
+        assert set(printed) == set(status) == {"tiers", "leader", "replicas"}
+        assert [sorted(row) for row in printed["tiers"]] == [sorted(row) for row in status["tiers"]]
+        assert {k: printed["leader"][k] for k in ("host", "pid", "epoch", "since")} == {
+            k: status["leader"][k] for k in ("host", "pid", "epoch", "since")
+        }
+        assert [sorted(r) for r in printed["replicas"]] == [sorted(r) for r in status["replicas"]]
         daemon.send_signal(signal.SIGTERM)
         code = daemon.wait(timeout=30)
         err = daemon_log(tmp_path).read_text()

@@ -102,7 +102,9 @@ def test_status_describe_and_events_on_an_applied_config(cli: CliRunner) -> None
     run(cli, "apply", "-f", str(EXAMPLE))
     code, out, _ = run(cli, "status", "-o", "json")
     assert code == 0
-    rows = {r["tier"]: r for r in json.loads(out)}
+    document = json.loads(out)
+    assert set(document) == {"tiers", "leader", "replicas"}  # the document GET /v1/status answers
+    rows = {r["tier"]: r for r in document["tiers"]}
     assert rows["research"]["ready"] == 0 and rows["research"]["capacity"] == "spot"
     code, out, _ = run(cli, "describe", "tier", "research", "-o", "yaml")
     assert code == 0 and "scale-to-zero" in out
