@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
 from cli.traces import MissingTrace, resolve_traces
 from simulator.controller_run import RunOptions, SimulationInputError, SimulationResult, simulate
-from simulator.workloads.spec import WorkloadError, load_workload
+from simulator.report import PlotFrame
+from simulator.workloads.spec import Workload, WorkloadError, load_workload
 from simulator.workloads.traces import TraceError
-from tiers.config import ConfigError, load_config
+from tiers.config import ConfigError, FleetConfig, load_config
 from tiers.yaml_bounded import TooDeep, check_depth
 
 
@@ -65,11 +67,14 @@ def simulate_command(
         except (SimulationInputError, TraceError) as exc:
             fail(str(exc), EXIT_USAGE)
     if plot is not None:
-        result.report.plot(plot)
+        result.report.plot(plot, frame=plot_frame(config, load, workload.stem))
     data = result_dict(result)
     if output is Format.table:
-        console = Console(width=max(Console().width, 160))
-        console.print(result.report.table())
+        console = Console()
+        if not console.is_terminal:  # piped or redirected: 100 columns, the width the tables are laid out for
+            console = Console(width=100)
+        for table in result.report.tables():
+            console.print(table)
         run = data["controller"]
         console.print(
             f"controller: {run['ticks']:,} ticks, {run['decisions']:,} decisions recorded, "
@@ -96,3 +101,14 @@ def result_dict(result: SimulationResult) -> dict[str, Any]:
 
 def register(app: typer.Typer) -> None:
     app.command("simulate")(simulate_command)
+
+
+def plot_frame(config: FleetConfig, load: Workload, scenario: str) -> PlotFrame:
+    """The plot's frame: the scenario, the workload's start clock and zone, the policies' TTFT targets."""
+    zone = datetime.fromisoformat(load.start).tzinfo or UTC
+    targets = {}
+    for name, tier in config.tiers.items():
+        target = getattr(tier.policy, "ttft_target", None)
+        if isinstance(target, int | float):
+            targets[name] = float(target)
+    return PlotFrame(scenario=scenario, start_epoch=load.start_epoch, zone=zone, policy_ttft_targets=targets)

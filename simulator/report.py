@@ -9,6 +9,7 @@ import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,18 @@ def outcomes(fleet: Fleet, duration_s: float) -> dict[str, TierOutcome]:
 
 BASELINES = ("static", "reactive", "skyserve", "oracle")
 RATIO_ORDER = ("oracle", "static", "reactive", "skyserve")  # the table's ÷ columns
+RATIO_LABEL = {"oracle": "oracle", "static": "static", "reactive": "reactive", "skyserve": "SkyServe"}
+
+
+@dataclass(frozen=True, slots=True)
+class PlotFrame:
+    """What the plot needs beyond the report: the scenario's name, the clock the workload starts at (and its
+    zone), and each tier's policy TTFT target (what the autoscaler aims at; the score's SLO may differ)."""
+
+    scenario: str = ""
+    start_epoch: float = 0.0
+    zone: tzinfo = UTC
+    policy_ttft_targets: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,18 +158,21 @@ class Report:
             tiers[name] = entry
         return {"duration_s": self.duration_s, "tiers": tiers, "total": self.total()}
 
-    def table(self) -> Any:
-        """A rich Table: one row per tier plus the total."""
+    def tables(self) -> tuple[Any, Any]:
+        """Two rich Tables that each fit 100 columns: our run per tier, then the baselines and the ratios."""
+        from rich import box
         from rich.table import Table
 
-        table = Table(title=f"Simulated {self.duration_s / 3600:g} h")
+        run = Table(title=f"Simulated {self.duration_s / 3600:g} h", box=box.SIMPLE_HEAD, pad_edge=False)
         for col in ("tier", "requests", "SLO met", "TTFT p50/p95/p99", "cost $", "GPU-h", "peak", "interrupts",
-                    "lost", "static $ (SLO)", "reactive $ (SLO)", "SkyServe $ (SLO)", "oracle $",
-                    "÷oracle", "÷static", "÷reactive", "÷SkyServe"):  # fmt: skip
-            table.add_column(col, justify="left" if col == "tier" else "right")
+                    "lost"):  # fmt: skip
+            run.add_column(col, justify="left" if col == "tier" else "right", no_wrap=col == "tier")
+        versus = Table(title="Baselines: cost $ (SLO met) and our cost ÷ theirs", box=box.SIMPLE_HEAD, pad_edge=False)
+        for col in ("tier", "static", "reactive", "SkyServe", "oracle", *(f"÷{RATIO_LABEL[r]}" for r in RATIO_ORDER)):
+            versus.add_column(col, justify="left" if col == "tier" else "right", no_wrap=col == "tier")
         for name, t in self.tiers.items():
             base = self.baselines.get(name, {})
-            table.add_row(
+            run.add_row(
                 name,
                 f"{t.requests:,}",
                 _pct(t.slo_attainment),
@@ -166,6 +182,9 @@ class Report:
                 str(t.peak_instances),
                 str(t.interruptions),
                 str(t.lost_tasks),
+            )
+            versus.add_row(
+                name,
                 _base(base.get("static")),
                 _base(base.get("reactive")),
                 _base(base.get("skyserve")),
@@ -173,57 +192,23 @@ class Report:
                 *(_fmt_ratio(_ratio(t.cost, base[ref].cost) if ref in base else None) for ref in RATIO_ORDER),
             )
         tot = self.total()
-        table.add_row(
+        run.add_row(
             "total", f"{tot['requests']:,}", _pct(tot["slo_attainment"]), "", f"{tot['cost']:,.2f}",
             f"{tot['gpu_hours']:,.1f}", "", str(tot["interruptions"]), str(tot["lost_tasks"]),
+        )  # fmt: skip
+        versus.add_row(
+            "total",
             *(f"{tot[f'{ref}_cost']:,.2f}" if f"{ref}_cost" in tot else "-"
               for ref in ("static", "reactive", "skyserve", "oracle")),
             *(_fmt_ratio(tot.get(f"cost_vs_{ref}")) for ref in RATIO_ORDER),
         )  # fmt: skip
-        return table
+        return run, versus
 
-    def plot(self, path: str | Path) -> Path:
-        """PNG: per tier, load and capacity (instances) over time, and TTFT p95 (or queue) against the target."""
-        import matplotlib
+    def plot(self, path: str | Path, *, frame: PlotFrame | None = None) -> Path:
+        """PNG: per tier, load and instances over time, and TTFT p95 (or the queue) against the target."""
+        from simulator.plot import plot_report
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        names = list(self.tiers)
-        fig, axes = plt.subplots(len(names), 2, figsize=(13, 3.2 * len(names)), squeeze=False)
-        for row, name in enumerate(names):
-            series = self.timelines.get(name, {})
-            if not series:
-                continue
-            hours = series["t"] / 3600.0
-            left, right = axes[row]
-            left.plot(hours, series["load"], lw=0.8, color="tab:blue", label="load per min")
-            left.set_ylabel("arrivals / min")
-            cap = left.twinx()
-            cap.step(hours, series["ready"], where="post", color="tab:green", lw=1.2, label="ready instances")
-            if "billed" in series:
-                cap.step(hours, series["billed"], where="post", color="tab:olive", lw=0.8, ls="--", label="billed")
-            cap.set_ylabel("instances")
-            left.set_title(f"{name}: load and capacity")
-            left.set_xlabel("hours")
-            target = self.tiers[name].slo_target_s
-            if self.tiers[name].kind == "serving":
-                right.plot(series["t_q"] / 3600.0, series["ttft_p95"], lw=0.8, color="tab:red", label="TTFT p95 / min")
-                right.axhline(target, color="black", ls=":", lw=1, label="target")
-                right.set_yscale("log")
-                right.set_ylabel("seconds")
-                right.set_title(f"{name}: TTFT p95 per minute")
-            else:
-                right.plot(hours, series["queue"], lw=0.8, color="tab:purple", label="queue depth")
-                right.plot(hours, series["running"], lw=0.8, color="tab:orange", label="in flight")
-                right.set_title(f"{name}: Celery queue")
-            right.set_xlabel("hours")
-            right.legend(loc="upper right", fontsize=7)
-        fig.tight_layout()
-        out = Path(path)
-        fig.savefig(out, dpi=110)
-        plt.close(fig)
-        return out
+        return plot_report(self, Path(path), frame or PlotFrame())
 
 
 def timelines(fleet: Fleet) -> dict[str, dict[str, Any]]:
@@ -282,7 +267,8 @@ def _ttft(t: TierOutcome) -> str:
 def _base(b: BaselineOutcome | None) -> str:
     if b is None:
         return "-"
-    return f"{b.cost:,.2f} ({_pct(b.slo_attainment)})"
+    slo = "" if b.slo_attainment is None else f" ({100 * b.slo_attainment:.1f}%)"
+    return f"{b.cost:,.2f}{slo}"
 
 
 def build_report(

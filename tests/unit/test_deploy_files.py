@@ -80,3 +80,19 @@ def test_plot_without_matplotlib_is_a_clear_usage_error(tmp_path: Path, monkeypa
         ],
     )  # fmt: skip
     assert result.exit_code == 2 and "pip install 'scalectl[plot]'" in result.stderr
+
+
+def test_the_image_lock_pins_every_runtime_dependency_with_hashes() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["aws"]]
+    lock = (DEPLOY / "requirements.lock").read_text()
+    pinned = {_name(m.group(1)) for m in re.finditer(r"^([A-Za-z0-9_.\-]+)==\S+ \\$", lock, re.MULTILINE)}
+    missing = {_name(re.split(r"[\[<>=!~; ]", dep, maxsplit=1)[0]) for dep in wanted} - pinned
+    assert not missing, f"deploy/requirements.lock lacks {sorted(missing)}: regenerate it (command at its top)"
+    blocks = re.split(r"^(?=[A-Za-z0-9_.\-]+==)", lock, flags=re.MULTILINE)[1:]
+    assert blocks and all("--hash=sha256:" in block for block in blocks), "every pin carries its hashes"
+    assert "--require-hashes -r deploy/requirements.lock" in (DEPLOY / "Containerfile").read_text()
+
+
+def _name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from simulator.report import BaselineOutcome, Report, TierOutcome
+from simulator.report import BaselineOutcome, PlotFrame, Report, TierOutcome
 
 
 def _tier(name: str, kind: str, met: int, known: int, cost: float, lost: int = 0) -> TierOutcome:
@@ -57,11 +57,15 @@ def test_totals_and_ratios() -> None:
     assert d["tiers"]["chat"]["baselines"]["reactive"]["slo_attainment"] == 0.95
 
 
-def test_table_and_plot(tmp_path: Path) -> None:
+def test_tables_fit_100_columns_and_the_plot_is_a_png(tmp_path: Path) -> None:
     report = _report()
-    console = Console(record=True, width=220)
-    console.print(report.table())
+    console = Console(record=True, width=100)
+    for table in report.tables():
+        console.print(table)
     text = console.export_text()
     assert "chat" in text and "1.20×" in text and "99.00%" in text
-    out = report.plot(tmp_path / "day.png")
+    assert all(len(line) <= 100 for line in text.splitlines())
+    assert "÷SkyServe" in text and "TTFT p50/p95/p99" in text and "…" not in text  # nothing cut short
+    frame = PlotFrame(scenario="day", start_epoch=1_773_633_600.0, policy_ttft_targets={"chat": 0.4})
+    out = report.plot(tmp_path / "day.png", frame=frame)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
