@@ -67,3 +67,10 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     # The message is text, not markup: "[plot]" or "[simulated]" in it must print as written.
     Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def report_console() -> Console:
+    """Where `simulate` and `tune` print their tables: the terminal's width, or 100 columns when the output
+    is piped or redirected (the width the tables are laid out to fit)."""
+    console = Console()
+    return console if console.is_terminal else Console(width=100)

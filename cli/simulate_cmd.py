@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
+from cli.output import EXIT_USAGE, Format, OutputOption, emit, fail, report_console
 from cli.traces import MissingTrace, resolve_traces
 from simulator.controller_run import RunOptions, SimulationInputError, SimulationResult, simulate
 from simulator.report import PlotFrame
@@ -70,9 +70,7 @@ def simulate_command(
         result.report.plot(plot, frame=plot_frame(config, load, workload.stem))
     data = result_dict(result)
     if output is Format.table:
-        console = Console()
-        if not console.is_terminal:  # piped or redirected: 100 columns, the width the tables are laid out for
-            console = Console(width=100)
+        console = report_console()
         for table in result.report.tables():
             console.print(table)
         run = data["controller"]

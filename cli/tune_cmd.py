@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from cli.output import EXIT_ERROR, EXIT_USAGE, Format, OutputOption, emit, fail
+from cli.output import EXIT_ERROR, EXIT_USAGE, Format, OutputOption, emit, fail, report_console
 from simulator.controller_run import SimulationInputError, models_for
 from simulator.tune import TuneInputError, TuneResult, prepare, tune
 from simulator.tune_report import best_yaml, frontier_table, plot, to_dict
@@ -72,7 +72,7 @@ def tune_command(
     if plot_path is not None:
         plot(result, plot_path)
     if output is Format.table:
-        console = Console(width=max(Console().width, 120))
+        console = report_console()
         console.print(frontier_table(result))
         if result.best is None:
             stderr.print(
