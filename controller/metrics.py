@@ -85,6 +85,11 @@ class DaemonMetrics:
         self.budget = Gauge(
             "scalectl_tier_budget_hourly_dollars", "The tier's budget_per_hour cap (absent: none)", ["tier"], registry=r
         )
+        self.fleet_budget = Gauge(
+            "scalectl_fleet_budget_hourly_dollars",
+            "The fleet-wide budget_per_hour cap across tiers (absent: none)",
+            registry=r,
+        )
         self.signal = Gauge(
             "scalectl_tier_signal",
             "Signals the last decision used (absent while unknown)",

@@ -74,6 +74,11 @@ class MetricsFeed:
                 m.signal_errors.labels(name, source.split(" ", 1)[0]).inc()
         for provider in report.provider_errors:
             m.provider_errors.labels(provider).inc()
+        fleet = store.fleet_config()
+        if fleet is not None and fleet.budget_per_hour is not None:
+            m.fleet_budget.set(fleet.budget_per_hour)
+        else:
+            m.fleet_budget.set(float("nan"))  # no cap: NaN rather than a zero that reads as "spend nothing"
         self._instances(report.t, store)
         self._events(store)
         m.observe_capacity(store)

@@ -15,6 +15,7 @@ from policies.durations import Duration
 from policies.registry import KINDS
 from policies.spec import PolicySpec
 from providers.registry import check_options
+from sizing.gpus import UnknownGpu, gpu_info
 from sizing.spec import ServingSpec
 from sources.spec import SignalsSpec
 from tiers.errors import ConfigError
@@ -81,10 +82,27 @@ class TierSpec(_Strict):
             raise ValueError(f"policy.floor ({floor}) is above max ({self.max}); lower the floor or raise max")
         return self
 
+    def catalogue_price_per_hour(self) -> float | None:
+        """$/hour for one instance at the catalogue price × gpu_count (the spot price for spot tiers when the
+        catalogue has one); None for a GPU the catalogue does not know."""
+        try:
+            info = gpu_info(self.gpu)
+        except UnknownGpu:
+            return None
+        spot = info.spot_per_hour if self.capacity == "spot" else None
+        return (spot if spot is not None else info.on_demand_per_hour) * self.gpu_count
+
+    @property
+    def user_facing(self) -> bool:
+        """Serves people (a latency target), as opposed to a batch queue: planned first under a fleet budget."""
+        return self.policy.kind != "scale-to-zero"
+
 
 class FleetConfig(_Strict):
     tiers: dict[str, TierSpec] = Field(min_length=1)
     providers: dict[str, ProviderEntry] = Field(default_factory=dict)
+    # A hard cap on what the whole fleet bills per hour, across tiers (each tier's own budget still holds).
+    budget_per_hour: float | None = Field(None, gt=0)
 
     @field_validator("tiers")
     @classmethod
@@ -104,6 +122,23 @@ class FleetConfig(_Strict):
                         f'tier "{tier_name}": providers: unknown provider "{provider}"; '
                         f"add it under the top-level `providers:` block or use one of: {known}"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _fleet_budget_covers_the_floors(self) -> FleetConfig:
+        """A fleet budget that cannot pay for every tier's ``min`` would starve some floor on the first tick:
+        refused here, with what the floors cost (catalogue prices; a live price above them is reported when
+        it binds)."""
+        if self.budget_per_hour is None:
+            return self
+        floors = {name: (tier.min, tier.catalogue_price_per_hour()) for name, tier in self.tiers.items() if tier.min}
+        cost = sum(n * price for n, price in floors.values() if price is not None)
+        if cost > self.budget_per_hour + 1e-9:
+            parts = ", ".join(f"{name} {n} × ${price:g}" for name, (n, price) in sorted(floors.items()) if price)
+            raise ValueError(
+                f"budget_per_hour: ${self.budget_per_hour:g}/h is below what the tiers' floors cost at catalogue "
+                f"prices (${cost:g}/h: {parts}); raise budget_per_hour or lower a tier's min"
+            )
         return self
 
 

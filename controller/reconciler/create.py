@@ -156,8 +156,9 @@ class CreatePhase:
         for create in failed:
             name = create.instance.tier
             tier = tick.tiers[name]
+            offers, surge = self.offers.of(tier), create.instance.surge
             plan = plan_creates(
-                name, tier, grouped[name], 1, self.offers.of(tier), self.backoffs, tick.now, surge=create.instance.surge
+                name, tier, grouped[name], 1, offers, self.backoffs, tick.now, surge=surge, fleet=tick.fleet_budget
             )
             for note in plan.notes:
                 self.recorder.note(tick, note.tier, note.kind, note.message)

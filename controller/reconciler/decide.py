@@ -14,21 +14,14 @@ from policies.prior import capacity_prior
 from policies.registry import forecast_of
 from policies.spec import ExternalPolicy
 from policies.types import Bounds, Decision, PolicyInput, SeasonalHistory
-from sizing.gpus import UnknownGpu, gpu_info
 from tiers.config import TierSpec
 
 DecideFn = Callable[[Any, PolicyInput, Bounds, Any], Decision]
 
 
 def tier_price_per_hour(tier: TierSpec) -> float | None:
-    """$/hour for one instance of the tier at the catalogue price × gpu_count (the spot price for spot
-    tiers when the catalogue has one); None for a GPU the catalogue does not know."""
-    try:
-        info = gpu_info(tier.gpu)
-    except UnknownGpu:
-        return None
-    spot = info.spot_per_hour if tier.capacity == "spot" else None
-    return (spot if spot is not None else info.on_demand_per_hour) * tier.gpu_count
+    """$/hour for one instance of the tier at the catalogue price (``TierSpec.catalogue_price_per_hour``)."""
+    return tier.catalogue_price_per_hour()
 
 
 def bounds_for(tier: TierSpec) -> Bounds:

@@ -17,6 +17,7 @@ from controller.reconciler.calls import Calls
 from controller.reconciler.create import CreatePhase, PendingCreate, ServerFor
 from controller.reconciler.decide import PolicyRunner
 from controller.reconciler.decision import DecidePhase
+from controller.reconciler.fleet_budget import FleetBudget
 from controller.reconciler.garbage import collect_garbage
 from controller.reconciler.offers import TierOffers
 from controller.reconciler.placement import UNAVAILABLE_FOR
@@ -95,8 +96,9 @@ class Reconciler:
             tick.removed = self._removed_tiers(tiers, grouped)
             readings = await self.decide.read_signals(tiers, grouped)
             creates = self.creates.retries(tick, live)
-            for name, tier in tiers.items():
-                creates += self._decide_and_plan(tick, name, tier, grouped[name], readings[name])
+            tick.fleet_budget = self._fleet_budget(tiers, grouped)
+            for name in self._planning_order(tiers):  # who gets capacity first when the fleet budget binds
+                creates += self._decide_and_plan(tick, name, tiers[name], grouped[name], readings[name])
             for name in set(grouped) - set(tiers):  # tier removed from the configuration: retire everything
                 for inst in grouped[name]:
                     if inst.state is not InstanceState.DRAINING:
@@ -107,6 +109,23 @@ class Reconciler:
             uow.commit()
             await self.routes.run(tick)
         return report
+
+    def _fleet_budget(self, tiers: Mapping[str, TierSpec], grouped: Mapping[str, list[Instance]]) -> FleetBudget:
+        """This tick's fleet budget: what bills now, and each tier's unmet floor held at catalogue price."""
+        fleet = self.store.fleet_config()
+        cap = fleet.budget_per_hour if fleet is not None else None
+        spend = sum(i.price_per_hour for insts in grouped.values() for i in insts)
+        reserved = {}
+        for name, tier in tiers.items():
+            missing = max(0, tier.min - sum(1 for i in grouped.get(name, []) if i.counted))
+            price = tier.catalogue_price_per_hour()
+            if missing and price:
+                reserved[name] = missing * price
+        return FleetBudget(cap, spend, reserved)
+
+    def _planning_order(self, tiers: Mapping[str, TierSpec]) -> list[str]:
+        """User-facing tiers (a latency target) before batch tiers, then by name."""
+        return sorted(tiers, key=lambda name: (not tiers[name].user_facing, name))
 
     def _removed_tiers(
         self, tiers: Mapping[str, TierSpec], grouped: Mapping[str, list[Instance]]
@@ -136,12 +155,14 @@ class Reconciler:
         decision = self.decide.decide(tick, name, tier, counted, reading, price, replacing=replacing)
         avoid = offers_to_avoid(instances)
         plan = plan_tier(
-            name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now, avoid=avoid
-        )
+            name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now,
+            avoid=avoid, fleet=tick.fleet_budget,
+        )  # fmt: skip
         if any(n.kind == SPOT_WAIT for n in plan.notes):
             self.backoffs.spot_short(name, tick.now)  # fallback_after counts from the first wait
         elif any(c.placement.capacity is Capacity.SPOT for c in plan.creates):
             self.backoffs.spot_placed(name)
+        tick.fleet_budget.planned(name)
         short = next((n.message for n in plan.notes if n.kind == NO_PLACEMENT), None)
         if short is not None:  # hold what capacity allows, and say so
             decision = self.decide.hold_at(tick, name, decision, len(counted) + len(plan.creates), short)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from controller.reconciler import placement, scale
 from controller.reconciler.backoffs import Backoffs
 from controller.reconciler.decide import tier_price_per_hour
+from controller.reconciler.fleet_budget import FleetBudget
 from controller.reconciler.replace import OfferKey, noticed
 from domain.instance import Instance, InstanceState
 from providers.base import Capacity, Offer
@@ -83,15 +84,18 @@ def plan_tier(
     now: float,
     *,
     avoid: frozenset[OfferKey] = frozenset(),
+    fleet: FleetBudget | None = None,
 ) -> Plan:
     """``instances``: the tier's live instances (draining and surges included: everything that bills).
-    ``avoid``: offers being taken back (``replace.offers_to_avoid``), used only when nothing else fits."""
+    ``avoid``: offers being taken back (``replace.offers_to_avoid``), used only when nothing else fits.
+    ``fleet``: the fleet's budget this tick, shared by the tiers planned before and after this one."""
     counted = scale.counted(instances)
     current = len(counted)
     if desired > current:
         # a warned instance holds no place under max: its replacement starts before it is gone
         room = max(0, tier.max - len(instances) + len(noticed(instances)))
-        return plan_creates(name, tier, instances, min(desired - current, room), offers, backoffs, now, avoid=avoid)
+        count = min(desired - current, room)
+        return plan_creates(name, tier, instances, count, offers, backoffs, now, avoid=avoid, fleet=fleet)
     if desired < current:
         order = scale.retirement_order(counted, tier.capacity)
         if tier.on_demand_base:  # the base's on-demand instances go last (the cheapest ones are the base)
@@ -99,7 +103,7 @@ def plan_tier(
             order = [i for i in order if i not in base] + base
         retiring = order[: current - desired]
         return Plan(drains=[Drain(i, f"scale in: {reason}") for i in retiring])
-    return plan_rebalance(name, tier, instances, offers, backoffs, now)
+    return plan_rebalance(name, tier, instances, offers, backoffs, now, fleet=fleet)
 
 
 def plan_creates(
@@ -113,10 +117,12 @@ def plan_creates(
     *,
     surge: bool = False,
     avoid: frozenset[OfferKey] = frozenset(),
+    fleet: FleetBudget | None = None,
 ) -> Plan:
-    """Up to ``count`` creates on the best offers, within the budget and the offers' room; offers in
-    ``avoid`` come last."""
+    """Up to ``count`` creates on the best offers, within the tier's and the fleet's budget and the offers'
+    room; offers in ``avoid`` come last."""
     plan = Plan()
+    fleet = fleet or FleetBudget(None, 0.0)
     if count <= 0 or backoffs.creates_blocked(name, now):
         return plan  # nothing wanted, or creates keep failing: wait out the back-off
     spend = sum(i.price_per_hour for i in instances)
@@ -132,21 +138,38 @@ def plan_creates(
         base_ranked = [*_avoiding(placement.ranked_offers(base_tier, offers, backoffs.offers, now), avoid), *ranked]
     in_use: dict[str, int] = defaultdict(int)
     for n in range(count):
-        chosen = placement.choose(
-            base_ranked if n < base_missing and not surge else ranked, spend, tier.budget_per_hour, in_use
-        )
+        budget = fleet.budget_for(name, tier.budget_per_hour, spend)
+        chosen = placement.choose(base_ranked if n < base_missing and not surge else ranked, spend, budget, in_use)
         if chosen is None:
             if waiting and tier.fallback is not None:
                 message = f"no spot offer for {tier.gpu}: waiting up to {tier.fallback_after:g}s before on-demand"
                 plan.notes.append(Note(name, SPOT_WAIT, message))
             else:
-                why = "budget" if ranked else "no available offer"
+                why = _why_unplaced(name, tier, instances, ranked, fleet, spend)
                 plan.notes.append(Note(name, NO_PLACEMENT, f"cannot place an instance of {tier.gpu}: {why}"))
             break
         in_use[chosen.offer.offer_id] += 1
         spend += chosen.price_per_hour
+        fleet.add(chosen.price_per_hour)
         plan.creates.append(Create(name, chosen, surge))
     return plan
+
+
+def _why_unplaced(
+    name: str,
+    tier: TierSpec,
+    instances: Sequence[Instance],
+    ranked: Sequence[placement.Placement],
+    fleet: FleetBudget,
+    spend: float,
+) -> str:
+    if not ranked:
+        return "no available offer"
+    if not fleet.binds(name, tier.budget_per_hour, spend):
+        return "budget"
+    counted = len(scale.counted(instances))
+    below = f"; the tier is below its floor ({counted} of min {tier.min})" if counted < tier.min else ""
+    return f"budget: {fleet.describe()}{below}"
 
 
 def _on_demand(inst: Instance) -> bool:
@@ -159,7 +182,14 @@ def _avoiding(ranked: list[placement.Placement], avoid: frozenset[OfferKey]) -> 
 
 
 def plan_rebalance(
-    name: str, tier: TierSpec, instances: Sequence[Instance], offers: Sequence[Offer], backoffs: Backoffs, now: float
+    name: str,
+    tier: TierSpec,
+    instances: Sequence[Instance],
+    offers: Sequence[Offer],
+    backoffs: Backoffs,
+    now: float,
+    *,
+    fleet: FleetBudget | None = None,
 ) -> Plan:
     """Spot is back and cheaper: replace one on-demand fallback instance with spot. Make-before-break
     (a surge instance; once it is ready the fallback drains, ``replace.hand_backs``) when the tier has
@@ -181,10 +211,13 @@ def plan_rebalance(
     spend = sum(i.price_per_hour for i in instances) - (costliest.price_per_hour if at_max else 0.0)
     spot_tier = tier.model_copy(update={"fallback": None})
     ranked = placement.ranked_offers(spot_tier, offers, backoffs.offers, now)
-    chosen = placement.choose(ranked, spend, tier.budget_per_hour, {})
+    budget = (fleet or FleetBudget(None, 0.0)).budget_for(name, tier.budget_per_hour, spend)
+    chosen = placement.choose(ranked, spend, budget, {})
     if chosen is None or chosen.price_per_hour >= costliest.price_per_hour:
         return Plan()  # no spot, or spot no cheaper (A100 spot sometimes costs more): keep what runs
     if at_max:
         why = "at max" if len(instances) >= tier.max else "max_surge 0"
         return Plan(rebalances=[Drain(costliest, f"hand back to spot ({why}: drain first)")])
+    if fleet is not None:
+        fleet.add(chosen.price_per_hour)
     return Plan(rebalances=[Create(name, chosen, surge=True)])

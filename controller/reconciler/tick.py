@@ -7,6 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from controller.reconciler.fleet_budget import FleetBudget
 from controller.reconciler.report import TickReport
 from controller.store.unit_of_work import UnitOfWork
 from domain.instance import Instance, InstanceEvent
@@ -20,6 +21,7 @@ class Tick:
     uow: UnitOfWork
     report: TickReport
     removed: Mapping[str, TierSpec] = field(default_factory=dict)  # tiers gone from the config, still draining
+    fleet_budget: FleetBudget = field(default_factory=lambda: FleetBudget(None, 0.0))
 
     def record(self, event: InstanceEvent | None) -> None:
         self.uow.record(event)
