@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import typer
@@ -68,7 +69,8 @@ def register(app: typer.Typer) -> None:
             return
         emit(document["tiers"], output, columns=COLUMNS)
         if document["replicas"]:
-            emit(document["replicas"], output, columns=["role", "host", "pid", "started_at", "seen_ago", "http"])
+            replicas = [{**r, "started": _iso(r["started_at"])} for r in document["replicas"]]
+            emit(replicas, output, columns=["role", "host", "pid", "started", "seen_ago", "http"])
             leader = document["leader"]
             if leader is not None:
                 typer.echo(f"leader: {leader['host']} pid {leader['pid']}, epoch {leader['epoch']}")
@@ -188,3 +190,7 @@ def register(app: typer.Typer) -> None:
             )
         else:
             emit(rows, output)
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
