@@ -52,6 +52,8 @@ class Backoffs:
             self.create_refused(tier, t)
         for tier, provider, offer_id, t in history.crashes:
             self.crashed(tier, provider, offer_id, t)
+        for tier, t in history.spot_waits:
+            self.spot_short(tier, t)
 
     # ---- offers and providers --------------------------------------------------------------------
     def no_capacity(self, offer: Offer, capacity: Capacity, now: float) -> None:
@@ -109,7 +111,8 @@ class Backoffs:
         self._spot_short.pop(tier, None)
 
     def fallback_allowed(self, tier: str, now: float, after: float) -> bool:
-        """Spot has been short for ``after`` seconds (0: at once). Kept in memory: a restart waits again."""
+        """Spot has been short for ``after`` seconds (0: at once); the wait's start is rebuilt from the store's
+        ``spot-wait`` events on start, so a restart neither resets nor skips it."""
         since = self._spot_short.get(tier)
         return after <= 0 or (since is not None and now - since >= after)
 

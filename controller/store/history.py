@@ -15,6 +15,7 @@ PROVIDER_REFUSED = "provider-refused"
 CREATE_BACKOFF = "create-backoff"
 LAUNCHED = "launched"
 CRASH_BACKOFF = "crash-backoff"
+SPOT_WAIT = "spot-wait"  # a spot tier found no spot offer and waits fallback_after before on-demand
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ class FailureHistory:
     refused: list[tuple[str, float]] = field(default_factory=list)  # (provider, t)
     create_backoffs: list[tuple[str, float]] = field(default_factory=list)  # (tier, t) since its last launch
     crashes: list[tuple[str, str, str, float]] = field(default_factory=list)  # (tier, provider, offer, t)
+    spot_waits: list[tuple[str, float]] = field(default_factory=list)  # (tier, since) of a wait still open
 
 
 def failure_history(session: Session, since: float) -> FailureHistory:
@@ -47,9 +49,40 @@ def failure_history(session: Session, since: float) -> FailureHistory:
         select(ev.tier, ev.id, ev.t).where(ev.kind == CREATE_BACKOFF, ev.tier.is_not(None)).order_by(ev.id)
     ).all()
     return FailureHistory(
+        spot_waits=_open_spot_waits(session),
         interruptions=[(tier, t) for tier, t in interruptions if t is not None],
         no_capacity=[(p, o, c, t) for kind, p, o, c, t, _tier in refusals if kind == NO_CAPACITY],
         refused=[(p, t) for kind, p, _o, _c, t, _tier in refusals if kind == PROVIDER_REFUSED],
         create_backoffs=[(tier, t) for tier, id_, t in backoffs if tier and id_ > (last_launch.get(tier) or 0)],
         crashes=[(tier, p, o, t) for kind, p, o, _c, t, tier in refusals if kind == CRASH_BACKOFF],
     )
+
+
+def _open_spot_waits(session: Session) -> list[tuple[str, float]]:
+    """Per tier, when its current wait for spot began: the first ``spot-wait`` event after its last spot
+    launch (an on-demand fallback launched meanwhile does not end the wait; spot placed does). Read without
+    the history window: a long ``fallback_after`` must not start over after a restart."""
+    ev, inst = EventRecord, InstanceRecord
+    last_spot = dict(
+        session.execute(
+            select(ev.tier, func.max(ev.t))
+            .join(inst, inst.key == ev.instance_key)
+            .where(ev.kind == LAUNCHED, inst.capacity == "spot")
+            .group_by(ev.tier)
+        ).all()
+    )
+    first_wait = session.execute(
+        select(ev.tier, func.min(ev.t)).where(ev.kind == SPOT_WAIT, ev.tier.is_not(None)).group_by(ev.tier)
+    ).all()
+    waits: list[tuple[str, float]] = []
+    for tier, first in first_wait:
+        if tier is None:
+            continue
+        after = last_spot.get(tier)
+        if after is None or first > after:
+            waits.append((tier, first))
+            continue
+        since = session.scalar(select(func.min(ev.t)).where(ev.kind == SPOT_WAIT, ev.tier == tier, ev.t > after))
+        if since is not None:
+            waits.append((tier, since))
+    return waits

@@ -4,6 +4,8 @@ hand-back to spot."""
 
 from __future__ import annotations
 
+from controller.reconciler.decide import PolicyRunner
+from controller.reconciler.loop import Reconciler
 from providers.base import Capacity
 from tests.builders import tier, tiers_yaml
 from tests.unit.reconciler.conftest import World
@@ -123,3 +125,30 @@ async def test_fallback_after_waits_for_spot_before_on_demand(make_world) -> Non
     assert any(e.kind == "spot-wait" for e in w.store.events(tier="batch"))
     await w.run(5, step=5.0)  # past 2 minutes: on-demand
     assert [r.capacity for r in w.rows("batch", LIVE)] == ["on-demand", "on-demand"]
+
+
+async def test_fallback_after_survives_a_restart(make_world) -> None:
+    """The wait for spot is rebuilt from the stored spot-wait events: a daemon restarted 100 s into a
+    2-minute wait falls back 20 s later, not 2 minutes later."""
+    spec = tier(capacity="spot", fallback="on-demand", max=8, fallback_after="2m")
+    w: World = make_world(tiers_yaml({"batch": spec}))
+    w.cloud.set_capacity("H100-SXM5-80GB", 0, capacity=Capacity.SPOT)
+    w.target("batch", 2)
+    await w.run(20, step=5.0)  # 100 s of waiting
+    assert w.rows("batch", LIVE) == []
+    w.reconciler = Reconciler(w.store, {"simulated": w.cloud}, w.signals, w.clock, policy=PolicyRunner(w.script))
+    await w.run(5, step=5.0)  # 125 s since the wait began: the restarted reconciler falls back
+    assert [r.capacity for r in w.rows("batch", LIVE)] == ["on-demand", "on-demand"]
+
+
+async def test_a_spot_launch_ends_the_stored_wait(make_world) -> None:
+    spec = tier(capacity="spot", fallback="on-demand", max=8, fallback_after="30m")
+    w: World = make_world(tiers_yaml({"batch": spec}))
+    w.cloud.set_capacity("H100-SXM5-80GB", 0, capacity=Capacity.SPOT)
+    w.target("batch", 1)
+    await w.run(10, step=5.0)  # a wait begins
+    assert w.store.failure_history(0.0).spot_waits
+    w.cloud.set_capacity("H100-SXM5-80GB", 10, capacity=Capacity.SPOT)
+    await w.run(60, step=5.0)  # once the offer's no-capacity mark and the offers cache expire: spot placed
+    assert [r.capacity for r in w.rows("batch", LIVE)] == ["spot"]
+    assert w.store.failure_history(0.0).spot_waits == []
