@@ -63,7 +63,8 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             s = settings()
             store = open_store(s)
-            document = status_document(store, read_replicas(store.engine), SystemClock().now(), 3 * s.leader_lease_ttl)
+            wall, view = SystemClock().now(), read_replicas(store.engine)
+            document = status_document(store, view, wall, 3 * s.leader_lease_ttl, world_now=_now(store))
         if output is not Format.table:  # the same document as the daemon's GET /v1/status
             emit(document, output)
             return
@@ -89,7 +90,7 @@ def register(app: typer.Typer) -> None:
                 fail(f'unknown tier "{name}"; tiers: {", ".join(sorted(specs)) or "(none applied)"}', EXIT_USAGE)
             recent = store.decisions(name, limit=decisions)
             instances = store.instances(name)
-            status = next((r for r in fleet_status(store) if r["tier"] == name), {})
+            status = next((r for r in fleet_status(store, _now(store)) if r["tier"] == name), {})
             from controller.capacity_view import learned_capacity  # the tiers-file models: describe only
             from tiers.config import TierSpec
 

@@ -222,7 +222,8 @@ class Daemon:
     def _status(self) -> dict[str, Any]:
         assert self.controller is not None and self.replica is not None
         stale_after = 3 * self.settings.leader_lease_ttl
-        return status_document(self.controller.store, self.replica.view(), self.real_clock.now(), stale_after)
+        store, wall, world = self.controller.store, self.real_clock.now(), self.clock.now()
+        return status_document(store, self.replica.view(), wall, stale_after, world_now=world)
 
     async def run(self) -> int:
         self.controller = controller = self.build()

@@ -85,6 +85,12 @@ class DaemonMetrics:
         self.budget = Gauge(
             "scalectl_tier_budget_hourly_dollars", "The tier's budget_per_hour cap (absent: none)", ["tier"], registry=r
         )
+        self.cost_per_1k = Gauge(
+            "scalectl_tier_cost_per_1k_requests_dollars",
+            "Dollars per 1,000 requests (tasks, for Celery tiers) over the last hour (absent while unknown)",
+            ["tier"],
+            registry=r,
+        )
         self.fleet_budget = Gauge(
             "scalectl_fleet_budget_hourly_dollars",
             "The fleet-wide budget_per_hour cap across tiers (absent: none)",

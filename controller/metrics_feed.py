@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 
 from controller.metrics import INSTANCE_STATES, SIGNAL_METRIC_NAMES, SIGNALS, DaemonMetrics
 from controller.reconciler.loop import TickReport
+from controller.status import fleet_status
 from controller.store.models import EventRecord, InstanceRecord
 from controller.store.repository import Store
 from domain.instance import InstanceState
@@ -21,6 +22,7 @@ from tiers.config import TierSpec
 READY_STATES = (InstanceState.READY, InstanceState.DRAINING)  # serving (a draining one still answers)
 INTERRUPTION_KINDS = ("interrupted", "interruption-notice")
 ENDING_KINDS = ("retired", "ended")  # a drain that completed (a preemption cuts one short)
+UNIT_COST_EVERY = 60.0  # seconds between cost-per-1,000-requests refreshes
 _REMEMBERED = 10_000  # interrupted instance keys kept to count each instance once
 
 
@@ -51,6 +53,7 @@ class MetricsFeed:
         self._last_t: float | None = None
         self._tiers: set[str] = set()
         self._interrupted: OrderedDict[str, None] = OrderedDict()
+        self._unit_costs_at = float("-inf")
 
     def observe(
         self, report: TickReport, store: Store, tiers: Mapping[str, TierSpec], providers: list[str], seconds: float
@@ -80,6 +83,7 @@ class MetricsFeed:
         else:
             m.fleet_budget.set(float("nan"))  # no cap: NaN rather than a zero that reads as "spend nothing"
         self._instances(report.t, store)
+        self._unit_costs(report.t, store)
         self._events(store)
         m.observe_capacity(store)
         self._last_t = report.t
@@ -88,7 +92,8 @@ class MetricsFeed:
         m = self.m
         m.init_labels(tiers, providers)
         for gone in self._tiers - set(tiers):
-            for gauge in (m.desired, m.hourly_cost, m.cost_deprecated, m.budget, m.signals_unknown, m.oldest_unready):
+            per_tier = (m.desired, m.hourly_cost, m.cost_deprecated, m.budget, m.signals_unknown, m.oldest_unready)
+            for gauge in (*per_tier, m.cost_per_1k):
                 _remove(gauge, gone)
             for state in INSTANCE_STATES:
                 _remove(m.instances, gone, state)
@@ -100,6 +105,17 @@ class MetricsFeed:
                 m.budget.labels(name).set(spec.budget_per_hour)
             for target, value in policy_targets(spec).items():
                 m.target.labels(name, target).set(value)
+
+    def _unit_costs(self, now: float, store: Store) -> None:
+        """Cost per 1,000 requests, refreshed once a minute (it reads an hour of rows)."""
+        if now - self._unit_costs_at < UNIT_COST_EVERY:
+            return
+        self._unit_costs_at = now
+        for row in fleet_status(store, now):
+            if row["cost_per_1k_requests"] is None:  # unknown is absent, never zero
+                _remove(self.m.cost_per_1k, row["tier"])
+            else:
+                self.m.cost_per_1k.labels(row["tier"]).set(row["cost_per_1k_requests"])
 
     def _instances(self, now: float, store: Store) -> None:
         m = self.m

@@ -7,11 +7,12 @@ from typing import Any
 
 from controller.ha.replica import ReplicaView
 from controller.store.repository import Store
+from controller.unit_cost import WINDOW, billed_in, cost_per_1k
 from domain.instance import InstanceState
 
 # Columns of the status table; every instance not ready or draining counts as pending.
 COUNTS = (InstanceState.READY.value, InstanceState.PENDING.value, InstanceState.DRAINING.value)
-COLUMNS = ["tier", "desired", *COUNTS, "cost_per_hour", "capacity", "gpu"]
+COLUMNS = ["tier", "desired", *COUNTS, "cost_per_hour", "cost_per_1k_requests", "capacity", "gpu"]
 
 
 def _row(tier: str, desired: int | None, capacity: Any, gpu: Any) -> dict[str, Any]:
@@ -20,13 +21,15 @@ def _row(tier: str, desired: int | None, capacity: Any, gpu: Any) -> dict[str, A
         "desired": desired,
         **dict.fromkeys(COUNTS, 0),
         "cost_per_hour": 0.0,
+        "cost_per_1k_requests": None,  # over the last hour; None while unknown (too few minutes read)
         "capacity": capacity,
         "gpu": gpu,
     }
 
 
-def fleet_status(store: Store) -> list[dict[str, Any]]:
-    """Per tier: desired / ready / pending / draining counts and $/hour of everything that bills."""
+def fleet_status(store: Store, now: float | None = None) -> list[dict[str, Any]]:
+    """Per tier: desired / ready / pending / draining counts, $/hour of everything that bills, and the last
+    hour's cost per 1,000 requests (tasks, for Celery tiers) when ``now`` is given."""
     tiers = store.tier_specs()
     states = store.policy_states()
     rows: dict[str, dict[str, Any]] = {
@@ -38,7 +41,20 @@ def fleet_status(store: Store) -> list[dict[str, Any]]:
         column = inst.state if inst.state in (InstanceState.READY, InstanceState.DRAINING) else InstanceState.PENDING
         row[InstanceState(column).value] += 1
         row["cost_per_hour"] = round(row["cost_per_hour"] + inst.price_per_hour, 4)
+    if now is not None:
+        _unit_costs(store, rows, now)
     return [rows[name] for name in sorted(rows)]
+
+
+def _unit_costs(store: Store, rows: dict[str, dict[str, Any]], now: float) -> None:
+    start = now - WINDOW
+    counted = store.requests_by_minute(start, now)
+    spans: dict[str, list[tuple[float, float | None, float]]] = {}
+    for inst in store.instances_billed_since(start):
+        spans.setdefault(inst.tier, []).append((inst.launched, inst.ended, inst.price_per_hour))
+    for name, row in rows.items():
+        value = cost_per_1k(billed_in(spans.get(name, []), start, now), counted.get(name, {}), start, now)
+        row["cost_per_1k_requests"] = None if value is None else round(value, 4)
 
 
 def replicas_status(view: ReplicaView, now: float, stale_after: float) -> dict[str, Any]:
@@ -70,7 +86,10 @@ def replicas_status(view: ReplicaView, now: float, stale_after: float) -> dict[s
     return {"leader": leader, "replicas": replicas}
 
 
-def status_document(store: Store, view: ReplicaView, now: float, stale_after: float) -> dict[str, Any]:
+def status_document(
+    store: Store, view: ReplicaView, now: float, stale_after: float, *, world_now: float | None = None
+) -> dict[str, Any]:
     """What `scalectl status -o json` prints and `GET /v1/status` answers: the tiers' rows, the leader and
-    the replicas (built here once, so the two can never drift apart)."""
-    return {"tiers": fleet_status(store), **replicas_status(view, now, stale_after)}
+    the replicas (built here once, so the two can never drift apart). ``now`` is the wall clock (leases
+    and replicas); ``world_now`` the clock the rows are stamped in (a demo's may run faster)."""
+    return {"tiers": fleet_status(store, world_now), **replicas_status(view, now, stale_after)}

@@ -167,6 +167,8 @@ class Reconciler:
         if short is not None:  # hold what capacity allows, and say so
             decision = self.decide.hold_at(tick, name, decision, len(counted) + len(plan.creates), short)
         self.recorder.decision(tick, name, decision, reading)
+        if reading.signals.arrivals is not None:  # what cost per 1,000 requests divides by
+            tick.uow.count_requests(name, tick.now, reading.signals.arrivals)
         ready = sum(1 for i in instances if i.state is InstanceState.READY)
         tick.report.tiers[name] = TierTick(
             name, decision.current, decision.desired, decision.reason, ready, plan.launched, plan.retired,

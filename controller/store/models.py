@@ -154,3 +154,13 @@ class WorldClockRecord(Base):
     world_at: Mapped[float] = mapped_column(Float)  # the world's time at ...
     wall_at: Mapped[float] = mapped_column(Float)  # ... this wall-clock time
     running: Mapped[bool] = mapped_column(default=True)  # False once the daemon stopped: the world stands still
+
+
+class TierRequestsRecord(Base):
+    """Requests (tasks, for Celery tiers) a tier received per minute, as its signals counted them: what cost
+    per 1,000 requests is divided by. A minute no reading covered has no row (unknown, never zero)."""
+
+    __tablename__ = "tier_requests"
+    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    minute: Mapped[int] = mapped_column(Integer, primary_key=True)  # floor(t / 60)
+    requests: Mapped[float] = mapped_column(Float)

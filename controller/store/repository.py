@@ -20,6 +20,7 @@ from controller.store.models import (
     EventRecord,
     InstanceRecord,
     PolicyStateRecord,
+    TierRequestsRecord,
 )
 from controller.store.unit_of_work import UnitOfWork, save_policy_state
 from policies.types import PolicyState
@@ -28,6 +29,17 @@ if TYPE_CHECKING:  # the tiers-file models load lazily: read-only commands (`sca
     from tiers.config import FleetConfig, TierSpec
 
 R = TypeVar("R", DecisionRecord, EventRecord)
+
+
+@dataclass(frozen=True, slots=True)
+class BilledSpan:
+    tier: str
+    launched: float
+    ended: float | None
+    price_per_hour: float
+
+
+REQUEST_COUNTS_KEPT = 86400.0  # seconds of per-minute request counts kept (the last hour is what is read)
 __all__ = ["LIVE_STATES", "Store", "TierChange", "diff_config", "tier_spec_json"]
 
 
@@ -183,6 +195,19 @@ class Store:
                 q = q.where(InstanceRecord.state.in_(LIVE_STATES))
             return list(s.scalars(q.order_by(InstanceRecord.created_at.desc()).limit(limit)).all())
 
+    def instances_billed_since(self, start: float) -> list[BilledSpan]:
+        """Every instance that billed at some point since ``start``: its tier, from when, until when (None:
+        still billing) and at what $/hour."""
+        i = InstanceRecord
+        begun = func.coalesce(i.launched_at, i.created_at)
+        with self.sessions() as s:
+            rows = s.execute(
+                select(i.tier, begun, i.ended_at, i.price_per_hour).where(
+                    i.provider_id.is_not(None), (i.ended_at.is_(None)) | (i.ended_at >= start)
+                )
+            ).all()
+        return [BilledSpan(tier, launched, ended, price) for tier, launched, ended, price in rows]
+
     def failure_history(self, since: float) -> FailureHistory:
         """Interruptions, refused creates and create back-offs the store recorded: what the reconciler's
         back-offs are rebuilt from when the daemon starts."""
@@ -261,10 +286,28 @@ class Store:
             return list(reversed(rows))
 
     def prune(self, before: float) -> int:
-        """Drop decisions and events older than ``before`` (retention); instances are kept."""
+        """Drop decisions and events older than ``before`` (retention); instances are kept. Request counts
+        are kept a day at most: only the last hour's are ever read."""
         with self.sessions.begin() as s:
             removed = 0
             for model in (DecisionRecord, EventRecord):
                 result: Any = s.execute(delete(model).where(model.t < before))
                 removed += int(result.rowcount or 0)
-            return removed
+            oldest = int(max(before, self._newest_minute(s) * 60.0 - REQUEST_COUNTS_KEPT) // 60)
+            result = s.execute(delete(TierRequestsRecord).where(TierRequestsRecord.minute < oldest))
+            return removed + int(result.rowcount or 0)
+
+    @staticmethod
+    def _newest_minute(s: Session) -> int:
+        return int(s.scalar(select(func.max(TierRequestsRecord.minute))) or 0)
+
+    def requests_by_minute(self, start: float, end: float) -> dict[str, dict[int, float]]:
+        """Per tier, the requests its signals counted in each minute of [start, end)."""
+        rows = TierRequestsRecord
+        first, last = int(start // 60), int(end // 60)
+        found: dict[str, dict[int, float]] = {}
+        with self.sessions() as s:
+            query = select(rows.tier, rows.minute, rows.requests).where(rows.minute >= first, rows.minute < last)
+            for tier, minute, requests in s.execute(query):
+                found.setdefault(tier, {})[minute] = requests
+        return found

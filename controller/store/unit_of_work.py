@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from controller.store.instances import InstanceRepository
-from controller.store.models import DecisionRecord, EventRecord, PolicyStateRecord
+from controller.store.models import DecisionRecord, EventRecord, PolicyStateRecord, TierRequestsRecord
 from domain.instance import InstanceEvent
 from policies.types import PolicyState
 
@@ -78,6 +78,15 @@ class UnitOfWork:
 
     def save_policy_state(self, tier: str, state: PolicyState, desired: int, now: float) -> None:
         save_policy_state(self.session, tier, state, desired, now)
+
+    def count_requests(self, tier: str, t: float, requests: float) -> None:
+        """Add what a reading counted to the tier's minute (cost per 1,000 requests divides by it)."""
+        minute = int(t // 60)
+        row = self.session.get(TierRequestsRecord, (tier, minute))
+        if row is None:
+            self.session.add(TierRequestsRecord(tier=tier, minute=minute, requests=requests))
+        else:
+            row.requests += requests
 
 
 def save_policy_state(session: Session, tier: str, state: PolicyState, desired: int, now: float) -> None:
