@@ -32,6 +32,7 @@ COMMANDS = {
     "daemon": "cli.daemon_cmd",
     "db": "cli.db_cmds",
     "schema": "cli.schema_cmd",
+    "spot-agent": "cli.agent_cmd",
 }
 COMMAND_MODULES = list(dict.fromkeys(COMMANDS.values()))
 

@@ -22,6 +22,7 @@ from controller.webhooks import (
     sign,
 )
 from providers.secrets import Secret
+from serving.agent import spot_agent_script
 from tests.unit.webhooks.test_notice import EVENT_EPOCH, spot_warning
 
 SECRET = "agent-hmac-secret-0123456789abcdef"
@@ -186,9 +187,13 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "webhooks.md"
 
 
 def _agent_script() -> str:
+    return spot_agent_script()
+
+
+def test_the_docs_show_the_agent_that_ships() -> None:
     text = DOC.read_text(encoding="utf-8")
     start = text.index("```sh\n#!/bin/sh")
-    return text[start + len("```sh\n") : text.index("```", start + 5)]
+    assert text[start + len("```sh\n") : text.index("```", start + 5)] == spot_agent_script()
 
 
 def test_the_documented_agent_is_valid_shell() -> None:

@@ -1,0 +1,175 @@
+"""The daemon as a process, killed with SIGKILL again and again at random moments while a steered tier
+grows and shrinks, against local servers that speak Spheron's and RunPod's APIs, each account already
+holding over a thousand old deployments (ours land on the last page). After every restart the fleet
+converges; at the end nothing of ours runs untracked and no key was ever created twice."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import sqlite3
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from clocks import SystemClock
+from tests.e2e.helpers import daemon_log, free_port, start_daemon
+from tests.fakes.runpod_server import RunPodFake, serve_runpod
+from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, booting_spheron
+
+pytestmark = pytest.mark.e2e
+KILLS = int(os.environ.get("SCALECTL_KILL_STORM_KILLS", "50"))
+OLD = 1_050  # old deployments in the account: eleven pages of a hundred, ours on the last
+PREFIX = "sc-"
+LIVE_STATES = ("pending", "provisioning", "bootstrapping", "ready")
+TICK = 0.5
+
+
+@dataclass
+class Account:
+    """One provider account served locally: its tiers-file block, the daemon's env, and what it holds."""
+
+    provider_block: str
+    env: dict[str, str]
+    ours_live: Callable[[], list[str]]  # names with our prefix of machines that run (or will)
+    created: Callable[[], list[str]]  # every name a create was asked for, in order (a repeat is a duplicate)
+
+
+@contextlib.contextmanager
+def spheron_account() -> Iterator[Account]:
+    with booting_spheron(SystemClock(), minimum_runtime_minutes=0, deployments_page_max=100) as (fake, server):
+        fake.seed_old(OLD, live_every=50)  # 21 of them still running: not ours, never touched
+
+        def ours() -> list[str]:
+            return [d["name"] for d in fake.live() if str(d["name"]).startswith(PREFIX)]
+
+        def created() -> list[str]:
+            with fake.lock:
+                return [str(b.get("name")) for b in fake.create_bodies]
+
+        block = f"""
+  acct:
+    type: spheron
+    base_url: {server.url}
+    options: {{ssh_key_id: {SSH_KEY_ID}, team_id: {TEAM_ID}, requests_per_15min: 100000, creates_per_15min: 10000}}
+"""
+        yield Account(block, {"SCALECTL_SPHERON_API_KEY": API_KEY}, ours, created)
+
+
+@contextlib.contextmanager
+def runpod_account() -> Iterator[Account]:
+    with serve_runpod() as (fake, url):
+        fake.seed_old(OLD)
+        names: list[str] = []
+        original = fake._new_pod
+
+        def recording_new_pod(name: str, *args: object, **kwargs: object) -> dict[str, object]:
+            names.append(name)
+            return original(name, *args, **kwargs)  # type: ignore[arg-type]
+
+        fake._new_pod = recording_new_pod  # type: ignore[method-assign]
+
+        def ours() -> list[str]:
+            return [str(p["name"]) for p in list(fake.pods.values()) if _runpod_live(fake, p)]
+
+        block = f"""
+  acct:
+    type: runpod
+    base_url: {url}
+    options: {{default_image: "vllm/vllm-openai:v0.8.5"}}
+"""
+        yield Account(block, {"SCALECTL_RUNPOD_API_KEY": fake.api_key}, ours, lambda: list(names))
+
+
+def _runpod_live(fake: RunPodFake, pod: dict[str, object]) -> bool:
+    return str(pod["name"]).startswith(PREFIX) and pod["status"] not in ("TERMINATED", "EXITED")
+
+
+def tiers_yaml(account: Account, gpu: str, target: Path) -> str:
+    return f"""
+tiers:
+  batch:
+    capacity: on-demand
+    gpu: {gpu}
+    providers: [acct]
+    min: 0
+    max: 6
+    drain_timeout: 1s
+    policy: {{kind: external, class: "tests.e2e.steer:FilePolicy", options: {{path: "{target}"}}}}
+providers:{account.provider_block}"""
+
+
+def live_rows(data: Path) -> list[str]:
+    with sqlite3.connect(data / "scalectl.db") as db:
+        marks = ",".join("?" * len(LIVE_STATES))
+        query = f"SELECT key FROM instances WHERE tier = 'batch' AND state IN ({marks})"
+        return [r[0] for r in db.execute(query, LIVE_STATES)]
+
+
+def ticks_done(port: int) -> float:
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
+    return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("scalectl_ticks_total{"))
+
+
+def converged(account: Account, data: Path, want: int) -> bool:
+    ours, rows = sorted(account.ours_live()), sorted(live_rows(data))
+    return len(ours) == want and ours == rows  # every machine of ours is tracked, and only those
+
+
+@pytest.mark.parametrize(("make_account", "gpu"), [(spheron_account, "H100-SXM5-80GB"), (runpod_account, "L40S-48GB")])
+def test_random_sigkills_leak_nothing_duplicate_nothing_and_converge(
+    tmp_path: Path, make_account: Callable[[], contextlib.AbstractContextManager[Account]], gpu: str
+) -> None:
+    rng = random.Random(2026)
+    target = tmp_path / "target"
+    target.write_text("3")
+    with make_account() as account:
+        config = tmp_path / "tiers.yaml"
+        config.write_text(tiers_yaml(account, gpu, target))
+        env = {**account.env, "SCALECTL_TICK_INTERVAL": str(TICK), "SCALECTL_OFFERS_TTL": "2"}
+        for _ in range(KILLS):
+            target.write_text(str(rng.randint(0, 6)))
+            daemon = start_daemon(tmp_path, "--config", str(config), "--port", "0", **env)
+            time.sleep(rng.uniform(0.8, 3.0))  # the import takes ~1 s: kills land before, in and between ticks
+            daemon.send_signal(signal.SIGKILL)
+            daemon.wait(timeout=10)
+
+        # The last restart: it converges within two ticks of its first one, and stays converged.
+        want = rng.randint(1, 6)
+        target.write_text(str(want))
+        port = free_port()
+        daemon = start_daemon(tmp_path, "--config", str(config), "--port", str(port), **env)
+        try:
+            deadline = time.monotonic() + 60
+            first_tick = None
+            while time.monotonic() < deadline:
+                try:
+                    ticks = ticks_done(port)
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+                    continue
+                if ticks >= 1 and first_tick is None:
+                    first_tick = ticks
+                if first_tick is not None and converged(account, tmp_path, want):
+                    break
+                time.sleep(0.05)
+            assert first_tick is not None, daemon_log(tmp_path).read_text()[-3000:]
+            assert converged(account, tmp_path, want), (account.ours_live(), live_rows(tmp_path))
+            assert ticks_done(port) - first_tick <= 2, "converged more than two ticks after the restart"
+            time.sleep(4 * TICK)
+            assert converged(account, tmp_path, want), "did not stay converged"
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=30)
+
+        repeats = {name: n for name, n in Counter(account.created()).items() if n > 1}
+        assert not repeats, f"keys created twice: {repeats}"
+        log = daemon_log(tmp_path).read_text()
+        assert "Traceback" not in log, log[log.index("Traceback") - 2000 :]
