@@ -31,6 +31,7 @@ from controller.serving_hooks import ServingHooks, build_hooks
 from controller.settings import Settings
 from controller.startup import demo_clock, load_fleet, publish_clock, signal_source
 from controller.status import status_document
+from controller.store.errors import one_line
 from controller.store.repository import Store
 from controller.systemd import SystemdNotifier, watchdog_interval
 from controller.version import scalectl_version
@@ -187,9 +188,8 @@ class Daemon:
                 log.warning("stopped acting mid-tick, nothing more is committed: %s", exc)
                 self.metrics.ticks.labels("deposed").inc()
             except DBAPIError as exc:  # the store went away (restart, failover, cut connection): say so in a line
-                first = str(exc.orig or exc).strip().splitlines()[0] if str(exc.orig or exc).strip() else ""
-                log.warning("reconcile tick failed: the store is unreachable (%s: %s)", type(exc.orig).__name__, first)
-                self.health.tick_failed(f"store unreachable: {first}")
+                log.warning("reconcile tick failed: the store is unreachable (%s)", one_line(exc))
+                self.health.tick_failed(f"store unreachable: {one_line(exc)}")
                 self.metrics.ticks.labels("error").inc()
             except Exception as exc:
                 log.exception("reconcile tick failed")

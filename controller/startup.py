@@ -8,11 +8,14 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from sqlalchemy.exc import DBAPIError
+
 from clocks import Clock
 from clocks.scaled import ScaledClock
 from controller.embedded import bundled_tiers_text
 from controller.embedded.demo_clock import DEMO_ZONE, world_start
 from controller.store import world_clock
+from controller.store.errors import one_line
 from controller.store.repository import Store
 from providers.base import Provider
 from sources.reading import SignalSource
@@ -78,6 +81,8 @@ def publish_clock(store: Store, *, speed: float, world: float, wall: float, runn
     """Let `scalectl` read stored times in this daemon's (possibly accelerated) world."""
     try:
         world_clock.publish(store, speed=speed, world=world, wall=wall, running=running)
+    except DBAPIError as exc:  # the store is away (restart, failover): the tick says so too; one line here
+        log.warning("could not publish the world clock: the store is unreachable (%s)", one_line(exc))
     except Exception:  # ages in the CLI are a convenience: never stop reconciling over them
         log.warning("could not publish the world clock", exc_info=True)
 

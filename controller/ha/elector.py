@@ -12,12 +12,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from clocks import Clock
 from controller.ha.lease import Identity, LeadershipLost, Term
 from controller.ha.lease_store import LeaseStore
+from controller.store.errors import one_line
 
 log = logging.getLogger("scalectl.ha")
 
@@ -94,6 +95,8 @@ class LeaderElector:
     def _notify(self, change: LeadershipChange) -> None:
         try:
             self.on_change(change)
+        except DBAPIError as exc:  # the store is away: that is why leadership changed; one line
+            log.warning("could not record the leadership change: %s", one_line(exc))
         except Exception:  # recording the event must not change who leads
             log.exception("could not record the leadership change")
 
@@ -133,4 +136,4 @@ class LeaderElector:
 
 
 def _short(exc: BaseException) -> str:
-    return str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    return one_line(exc)

@@ -19,6 +19,7 @@ from controller.ha.elector import LeaderElector, LeadershipChange
 from controller.ha.file_lock import SqliteDaemonLock, sqlite_path
 from controller.ha.lease import Identity, Lease, renew_interval
 from controller.ha.lease_store import GLOBAL_LEASE, LeaseStore, lease_of
+from controller.store.errors import one_line
 from controller.store.models import EventRecord, LeaderLeaseRecord, ReplicaRecord
 
 log = logging.getLogger("scalectl.ha")
@@ -71,7 +72,7 @@ class Replica:
         try:
             self.leases.heartbeat(self.me, self.started_at, self.http)
         except Exception as exc:  # a missed heartbeat only makes status stale; the lease decides
-            log.warning("replica heartbeat failed: %s", exc)
+            log.warning("replica heartbeat failed: %s", one_line(exc))
 
     def is_leader(self) -> bool:
         return self.elector.is_leader()

@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -25,7 +27,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from clocks import SystemClock
-from tests.e2e.helpers import daemon_log, scalectl, start_daemon
+from tests.e2e.helpers import daemon_log, free_port, scalectl, start_daemon
 from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, booting_spheron
 from tests.services import PG_URL, ensure_service
 
@@ -286,3 +288,80 @@ def test_random_failovers_during_scale_out_and_in_keep_the_invariants(fleet: Fle
         assert "Traceback" not in log, log[-3000:]
     paused = [daemon_log(fleet.tmp / n).read_text() for n in fleet.procs]
     assert any("stepped down from epoch" in log for log in paused), "the paused leader said it stepped down"
+
+
+class PrivatePostgres:
+    """A PostgreSQL cluster of the test's own (Debian's binaries, a temp dir, a free port), so it can be
+    restarted without touching the server other tests share."""
+
+    def __init__(self) -> None:
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+        assert found, "PostgreSQL's server binaries are needed (Debian's postgresql package)"
+        self.bin = found[-1].parent
+        self.dir = Path(tempfile.mkdtemp(prefix="scalectl-pg-"))
+        self.data = self.dir / "data"
+        self.port = free_port()
+        shutil.chown(self.dir, "postgres", "postgres")
+        self._as_postgres(str(self.bin / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres")
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1"
+        self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options, "-w", "-t", "60", "start")
+
+    def stop(self) -> None:
+        self._as_postgres(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "-t", "60", "stop")
+
+    def remove(self) -> None:
+        with contextlib.suppress(subprocess.CalledProcessError):
+            self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def _as_postgres(self, *argv: str) -> None:
+        runner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        log = self.dir / "commands.log"
+        with log.open("a") as out:
+            subprocess.run([*runner, *argv], check=True, stdout=out, stderr=subprocess.STDOUT, timeout=120)
+
+
+@pytest.fixture
+def private_pg() -> Iterator[PrivatePostgres]:
+    pg = PrivatePostgres()
+    pg.start()
+    try:
+        yield pg
+    finally:
+        pg.remove()
+
+
+def test_a_postgresql_restart_keeps_the_invariants(
+    tmp_path: Path, private_pg: PrivatePostgres, cloud: tuple[FakeSpheron, str]
+) -> None:
+    fake, url = cloud
+    f = Fleet(tmp_path, private_pg.url, fake, url)
+    try:
+        f.apply(2)
+        f.start("a")
+        f.start("b")
+        wait_for("a leader and 2 instances", lambda: f.leader() is not None and len(f.live()) == 2, logs=f)
+        f.engine.dispose()
+        private_pg.stop()  # every daemon loses its store: ticks fail in one line, nobody acts
+        time.sleep(float(LEASE_TTL) * 1.5)
+        assert len(f.live()) == 2
+        private_pg.start()
+        took = wait_for("a leader after the restart", lambda: f.leader() is not None, seconds=30, logs=f)
+        assert took < TAKEOVER_BOUND
+        f.apply(3)
+        wait_for("3 instances", lambda: len(f.live()) == 3, logs=f)
+        time.sleep(3)
+        assert len(f.live()) == 3
+        assert_invariants(f)
+        for name in f.procs:
+            log = daemon_log(f.tmp / name).read_text()
+            assert "Traceback" not in log, log[-3000:]
+        assert any("store is unreachable" in daemon_log(f.tmp / n).read_text() for n in f.procs)
+    finally:
+        f.stop_all()
