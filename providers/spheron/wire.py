@@ -7,7 +7,6 @@ import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from providers.base import Capacity, GpuRequest, InstanceStatus, Offer, ProviderInstance
@@ -20,6 +19,7 @@ from providers.errors import (
     QuotaExceeded,
 )
 from providers.http import HttpFailure, classify_status, shared_status
+from providers.json_values import iso_timestamp
 from providers.spheron.options import SpheronOptions
 from providers.status import map_status
 from providers.tagging import key_from_name
@@ -146,15 +146,6 @@ def message_of(body: Any) -> str:
     return str(body or "no error message")[:300]
 
 
-def parse_time(value: Any) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 def offers_from(
     group: dict[str, Any], raw: dict[str, Any], gpu: str, want: GpuRequest, options: SpheronOptions, *, provider: str
 ) -> list[Offer]:
@@ -230,7 +221,7 @@ def deployment_view(d: dict[str, Any], *, provider: str, key_prefix: str, server
         price_per_hour=to_float(d.get("hourlyRate")),
         # The address appears while still deploying; readiness is the status, not the IP.
         address=f"{ip}:{server_port}" if ip and status is InstanceStatus.RUNNING else None,
-        created_at=parse_time(d.get("createdAt")) or parse_time(d.get("startedAt")),
+        created_at=iso_timestamp(d.get("createdAt")) or iso_timestamp(d.get("startedAt")),
     )
 
 
