@@ -25,6 +25,7 @@ from controller.reconciler.plan import NO_PLACEMENT, SPOT_WAIT, Create, Plan, in
 from controller.reconciler.record import Recorder
 from controller.reconciler.replace import hand_backs, offers_to_avoid, unreplaced_notices
 from controller.reconciler.report import TickReport, TierTick
+from controller.reconciler.request_counts import RequestCounts
 from controller.reconciler.retire import NOTICE_DRAIN_MAX, DrainCheck, RetirePhase, RouteRemove, Routes, RouteUpdate
 from controller.reconciler.sync import ReadinessCheck, SyncPhase
 from controller.reconciler.tick import Tick, by_tier
@@ -70,6 +71,7 @@ class Reconciler:
         )
         self.retire = RetirePhase(self.providers, calls, drain_check)
         self.routes = Routes(route_update, route_remove)
+        self.request_counts = RequestCounts()
         self._removed: dict[str, TierSpec] = {}  # last known specs of tiers gone from the configuration
         self._known: dict[str, TierSpec] = {}
         self._looked_up: set[str] = set()
@@ -168,7 +170,9 @@ class Reconciler:
             decision = self.decide.hold_at(tick, name, decision, len(counted) + len(plan.creates), short)
         self.recorder.decision(tick, name, decision, reading)
         if reading.signals.arrivals is not None:  # what cost per 1,000 requests divides by
-            tick.uow.count_requests(name, tick.now, reading.signals.arrivals)
+            finished = self.request_counts.add(name, tick.now, reading.signals.arrivals)
+            if finished is not None:
+                tick.uow.add_requests(name, *finished)
         ready = sum(1 for i in instances if i.state is InstanceState.READY)
         tick.report.tiers[name] = TierTick(
             name, decision.current, decision.desired, decision.reason, ready, plan.launched, plan.retired,

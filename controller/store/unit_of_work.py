@@ -79,9 +79,8 @@ class UnitOfWork:
     def save_policy_state(self, tier: str, state: PolicyState, desired: int, now: float) -> None:
         save_policy_state(self.session, tier, state, desired, now)
 
-    def count_requests(self, tier: str, t: float, requests: float) -> None:
-        """Add what a reading counted to the tier's minute (cost per 1,000 requests divides by it)."""
-        minute = int(t // 60)
+    def add_requests(self, tier: str, minute: int, requests: float) -> None:
+        """A finished minute of the tier's request count (added to, when a restarted daemon wrote part of it)."""
         row = self.session.get(TierRequestsRecord, (tier, minute))
         if row is None:
             self.session.add(TierRequestsRecord(tier=tier, minute=minute, requests=requests))
