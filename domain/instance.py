@@ -77,6 +77,7 @@ class Instance:
     attempts: int = 0
     next_attempt_at: float | None = None
     cost: float = 0.0  # $ accounted when the instance ends
+    server_hash: str | None = None  # the server description it was launched with (None: adopted from before)
 
     # ---- facts -----------------------------------------------------------------------------------
     @property

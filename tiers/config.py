@@ -64,6 +64,25 @@ class TierSpec(_Strict):
     max_surge: int = Field(1, ge=0, le=16)  # extra instances while spot replaces fallback ones (0: drain first)
     on_demand_base: int = Field(0, ge=0)  # spot tiers: this many instances always on-demand (SkyServe's base)
     fallback_after: Duration = 0.0  # spot tiers: wait this long for spot before falling back to on-demand
+    # Voluntary disruptions at once (scale-in, rollouts' drain-first steps): a count, or "25%" of the fleet.
+    max_disrupted: int | float | None = None
+
+    @field_validator("max_disrupted", mode="before")
+    @classmethod
+    def _disruption_budget(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, str) and value.strip().endswith("%"):
+            try:
+                share = float(value.strip()[:-1]) / 100.0
+            except ValueError:
+                share = -1.0
+            if not 0 < share <= 1:
+                raise ValueError(f"{value!r}: a percentage must be above 0% and at most 100%")
+            return share
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{value!r}: give a count of at least 1, or a percentage like \"25%\"")
+        return value
 
     @model_validator(mode="after")
     def _bounds_make_sense(self) -> TierSpec:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import asdict
+
 from sizing.server import ServerDescription
 from sizing.vllm_args import tune_vllm_args
 from tiers.config import TierSpec
@@ -23,3 +27,11 @@ def describe_tier_server(tier: TierSpec) -> ServerDescription:
         cache_dir=serving.model_cache_dir,
         stop_timeout=int(tier.drain_timeout) + STOP_MARGIN,
     )
+
+
+def server_hash(tier: TierSpec, generation: int = 0) -> str:
+    """What an instance of the tier runs, as 16 hex digits: the server description (model, image, vLLM
+    arguments, environment, cache, secret names), the GPU it is sized for and the rollout generation
+    (`scalectl rollout restart` bumps it). An instance launched with another hash has drifted."""
+    doc = {"server": asdict(describe_tier_server(tier)), "gpu": [tier.gpu, tier.gpu_count], "generation": generation}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -71,6 +71,7 @@ class CreatePhase:
             created_at=tick.now,
             updated_at=tick.now,
             surge=create.surge,
+            server_hash=tick.server_hashes.get(name),
         )
         tick.uow.instances.add(inst)
         return PendingCreate(inst, self.launch_spec(key, name, tick.tiers[name], chosen.offer, chosen.capacity))

@@ -27,6 +27,7 @@ from controller.reconciler.replace import hand_backs, offers_to_avoid, unreplace
 from controller.reconciler.report import TickReport, TierTick
 from controller.reconciler.request_counts import RequestCounts
 from controller.reconciler.retire import NOTICE_DRAIN_MAX, DrainCheck, RetirePhase, RouteRemove, Routes, RouteUpdate
+from controller.reconciler.rollouts import Rollouts
 from controller.reconciler.sync import ReadinessCheck, SyncPhase
 from controller.reconciler.tick import Tick, by_tier
 from controller.store.repository import Store
@@ -72,6 +73,7 @@ class Reconciler:
         self.retire = RetirePhase(self.providers, calls, drain_check)
         self.routes = Routes(route_update, route_remove)
         self.request_counts = RequestCounts()
+        self.rollouts = Rollouts(store, self.recorder)
         self._removed: dict[str, TierSpec] = {}  # last known specs of tiers gone from the configuration
         self._known: dict[str, TierSpec] = {}
         self._looked_up: set[str] = set()
@@ -99,6 +101,7 @@ class Reconciler:
             readings = await self.decide.read_signals(tiers, grouped)
             creates = self.creates.retries(tick, live)
             tick.fleet_budget = self._fleet_budget(tiers, grouped)
+            tick.rollout_controls = self.store.rollout_controls()
             for name in self._planning_order(tiers):  # who gets capacity first when the fleet budget binds
                 creates += self._decide_and_plan(tick, name, tiers[name], grouped[name], readings[name])
             for name in set(grouped) - set(tiers):  # tier removed from the configuration: retire everything
@@ -150,7 +153,8 @@ class Reconciler:
     def _decide_and_plan(
         self, tick: Tick, name: str, tier: TierSpec, instances: list[Instance], reading: TierReading
     ) -> list[PendingCreate]:
-        self._hand_back(tick, instances)
+        rollout = self.rollouts.view(tick, name, tier, instances)
+        self._hand_back(tick, instances, rollout.current_hash)
         offers = self.offers.of(tier)
         price = instance_price(name, tier, offers, self.backoffs, tick.now)
         counted, replacing = [i for i in instances if i.counted], len(unreplaced_notices(instances))
@@ -158,7 +162,7 @@ class Reconciler:
         avoid = offers_to_avoid(instances)
         plan = plan_tier(
             name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now,
-            avoid=avoid, fleet=tick.fleet_budget,
+            avoid=avoid, fleet=tick.fleet_budget, rollout=rollout,
         )  # fmt: skip
         if any(n.kind == SPOT_WAIT for n in plan.notes):
             self.backoffs.spot_short(name, tick.now)  # fallback_after counts from the first wait
@@ -181,14 +185,20 @@ class Reconciler:
         return self._apply(tick, plan)
 
     @staticmethod
-    def _hand_back(tick: Tick, instances: list[Instance]) -> None:
-        """A ready spot surge takes its fallback's place before the policy counts the tier, so the
-        policy never sees (and holds) the surge on top of the instance it replaces."""
-        for hand in hand_backs(instances):
-            replaced = hand.fallback.key if hand.fallback else "nothing left to replace"
-            tick.record(hand.surge.take_place(tick.now, f"ready; replaces {replaced}"))
-            if hand.fallback is not None:
-                tick.record(hand.fallback.start_draining(tick.now, f"handed back to spot: {hand.surge.key} is ready"))
+    def _hand_back(tick: Tick, instances: list[Instance], current_hash: str) -> None:
+        """A ready surge takes the place of the instance it replaces (a drifted one in a rollout, else an
+        on-demand fallback) before the policy counts the tier, so the policy never sees (and holds) the
+        surge on top of it."""
+        for hand in hand_backs(instances, current_hash):
+            replaced = hand.fallback
+            tick.record(hand.surge.take_place(tick.now, f"ready; replaces {replaced.key if replaced else 'nothing'}"))
+            if replaced is None:
+                continue
+            if replaced.server_hash not in (None, current_hash):
+                why = f"rollout: replaced by {hand.surge.key}, which runs the current server"
+            else:
+                why = f"handed back to spot: {hand.surge.key} is ready"
+            tick.record(replaced.start_draining(tick.now, why))
 
     def _apply(self, tick: Tick, plan: Plan) -> list[PendingCreate]:
         """The plan's drains start now; its creates become intents, stored at the next commit."""

@@ -12,6 +12,7 @@ from controller.reconciler.backoffs import Backoffs
 from controller.reconciler.decide import tier_price_per_hour
 from controller.reconciler.fleet_budget import FleetBudget
 from controller.reconciler.replace import OfferKey, noticed
+from controller.reconciler.rollout import RolloutView, disruption_budget, drifted, voluntary_disruptions
 from domain.instance import Instance, InstanceState
 from providers.base import Capacity, Offer
 from tiers.config import TierSpec
@@ -85,8 +86,10 @@ def plan_tier(
     *,
     avoid: frozenset[OfferKey] = frozenset(),
     fleet: FleetBudget | None = None,
+    rollout: RolloutView | None = None,
 ) -> Plan:
     """``instances``: the tier's live instances (draining and surges included: everything that bills).
+    ``rollout``: the server the tier's instances should run; drifted ones retire first and are replaced.
     ``avoid``: offers being taken back (``replace.offers_to_avoid``), used only when nothing else fits.
     ``fleet``: the fleet's budget this tick, shared by the tiers planned before and after this one."""
     counted = scale.counted(instances)
@@ -101,9 +104,50 @@ def plan_tier(
         if tier.on_demand_base:  # the base's on-demand instances go last (the cheapest ones are the base)
             base = sorted((i for i in counted if _on_demand(i)), key=lambda i: i.price_per_hour)[: tier.on_demand_base]
             order = [i for i in order if i not in base] + base
-        retiring = order[: current - desired]
+        if rollout is not None:  # drifted instances go first: scale-in is the cheapest rollout step
+            old = drifted(counted, rollout.current_hash)
+            order = old + [i for i in order if i not in old]
+        retiring = order[: min(current - desired, _disruption_room(tier, instances, current))]
         return Plan(drains=[Drain(i, f"scale in: {reason}") for i in retiring])
-    return plan_rebalance(name, tier, instances, offers, backoffs, now, fleet=fleet)
+    plan = plan_rebalance(name, tier, instances, offers, backoffs, now, fleet=fleet)
+    if plan.rebalances or rollout is None:
+        return plan
+    return plan_rollout(name, tier, instances, rollout, offers, backoffs, now, fleet=fleet)
+
+
+def _disruption_room(tier: TierSpec, instances: Sequence[Instance], counted: int) -> int:
+    """How many more instances may start draining by our choice now (``max_disrupted``; none set: all)."""
+    if tier.max_disrupted is None:
+        return counted
+    return max(0, disruption_budget(tier.max_disrupted, counted) - voluntary_disruptions(instances))
+
+
+def plan_rollout(
+    name: str,
+    tier: TierSpec,
+    instances: Sequence[Instance],
+    rollout: RolloutView,
+    offers: Sequence[Offer],
+    backoffs: Backoffs,
+    now: float,
+    *,
+    fleet: FleetBudget | None = None,
+) -> Plan:
+    """One step of replacing drifted instances (see ``rollout``): a surge instance on the current server
+    while there is room, else (at ``max``, or ``max_surge: 0``) the oldest drifted one drains first."""
+    old = drifted(instances, rollout.current_hash)
+    if not old or rollout.paused or rollout.stopped:
+        return Plan()
+    surges = sum(1 for i in instances if i.surge)
+    if surges + voluntary_disruptions(instances) >= max(1, tier.max_surge):
+        return Plan()  # a step is under way
+    counted = len(scale.counted(instances))
+    if len(instances) >= tier.max or tier.max_surge < 1:
+        if _disruption_room(tier, instances, counted) < 1:
+            return Plan()
+        return Plan(rebalances=[Drain(old[0], f"rollout: runs an old server ({len(old)} drifted); drain first")])
+    plan = plan_creates(name, tier, instances, 1, offers, backoffs, now, surge=True, fleet=fleet)
+    return Plan(rebalances=list(plan.creates), notes=plan.notes)
 
 
 def plan_creates(

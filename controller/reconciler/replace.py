@@ -47,14 +47,26 @@ class HandBack:
     fallback: Instance | None
 
 
-def hand_backs(instances: Sequence[Instance]) -> list[HandBack]:
-    """Each ready surge takes the place of the costliest ready on-demand fallback instance, which retires."""
+def hand_backs(instances: Sequence[Instance], current_hash: str | None = None) -> list[HandBack]:
+    """Each ready surge takes the place of one instance it was launched to replace: the oldest drifted one
+    (a rollout: it runs another server than ``current_hash``), else the costliest ready on-demand fallback
+    instance (a hand-back to spot). That instance retires."""
     ready = InstanceState.READY
+    old = [
+        i
+        for i in sorted(instances, key=lambda i: i.created_at)
+        if i.state is ready and not i.surge and current_hash and i.server_hash not in (None, current_hash)
+    ]
     fallbacks = sorted(
-        (i for i in instances if i.state is ready and not i.surge and i.capacity == Capacity.ON_DEMAND.value),
+        (
+            i
+            for i in instances
+            if i.state is ready and not i.surge and i.capacity == Capacity.ON_DEMAND.value and i not in old
+        ),
         key=lambda i: (-i.price_per_hour, -i.created_at),
     )
+    replaceable = old + fallbacks
     return [
-        HandBack(surge, fallbacks.pop(0) if fallbacks else None)
+        HandBack(surge, replaceable.pop(0) if replaceable else None)
         for surge in sorted((i for i in instances if i.surge and i.state is ready), key=lambda i: i.created_at)
     ]

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from controller.reconciler.fleet_budget import FleetBudget
 from controller.reconciler.report import TickReport
+from controller.reconciler.rollout import RolloutControl
 from controller.store.unit_of_work import UnitOfWork
 from domain.instance import Instance, InstanceEvent
 from tiers.config import TierSpec
@@ -22,6 +23,8 @@ class Tick:
     report: TickReport
     removed: Mapping[str, TierSpec] = field(default_factory=dict)  # tiers gone from the config, still draining
     fleet_budget: FleetBudget = field(default_factory=lambda: FleetBudget(None, 0.0))
+    server_hashes: dict[str, str] = field(default_factory=dict)  # tier -> the server its instances should run
+    rollout_controls: Mapping[str, RolloutControl] = field(default_factory=dict)  # `scalectl rollout` settings
 
     def record(self, event: InstanceEvent | None) -> None:
         self.uow.record(event)

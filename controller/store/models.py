@@ -77,6 +77,7 @@ class InstanceRecord(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     next_attempt_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     cost: Mapped[float] = mapped_column(Float, default=0.0)  # $ accounted when the row closes
+    server_hash: Mapped[str | None] = mapped_column(String(16), nullable=True)  # the server it was launched with
 
     __table_args__ = (Index("ix_instances_provider_id", "provider", "provider_id"),)
 
@@ -164,3 +165,14 @@ class TierRequestsRecord(Base):
     tier: Mapped[str] = mapped_column(String(64), primary_key=True)
     minute: Mapped[int] = mapped_column(Integer, primary_key=True)  # floor(t / 60)
     requests: Mapped[float] = mapped_column(Float)
+
+
+class RolloutRecord(Base):
+    """A tier's rollout controls: ``generation`` (bumped by `scalectl rollout restart`, so every instance
+    counts as drifted) and ``paused``. A tier with no row is at generation 0, not paused."""
+
+    __tablename__ = "rollouts"
+    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    generation: Mapped[int] = mapped_column(Integer, default=0)
+    paused: Mapped[bool] = mapped_column(default=False)
+    updated_at: Mapped[float] = mapped_column(Float)

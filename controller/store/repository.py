@@ -20,9 +20,12 @@ from controller.store.models import (
     EventRecord,
     InstanceRecord,
     PolicyStateRecord,
+    RolloutRecord,
     TierRequestsRecord,
 )
 from controller.store.unit_of_work import UnitOfWork, save_policy_state
+from domain.instance import InstanceState
+from domain.rollout import RolloutControl
 from policies.types import PolicyState
 
 if TYPE_CHECKING:  # the tiers-file models load lazily: read-only commands (`scalectl status`) never need them
@@ -194,6 +197,54 @@ class Store:
             if not include_ended:
                 q = q.where(InstanceRecord.state.in_(LIVE_STATES))
             return list(s.scalars(q.order_by(InstanceRecord.created_at.desc()).limit(limit)).all())
+
+    # ---- rollouts ----------------------------------------------------------------------------------
+    def rollout_controls(self) -> dict[str, RolloutControl]:
+        """Per tier, what `scalectl rollout` set (tiers never touched have no entry: generation 0, running)."""
+        with self.sessions() as s:
+            rows = s.execute(select(RolloutRecord.tier, RolloutRecord.generation, RolloutRecord.paused)).all()
+        return {tier: RolloutControl(generation, paused) for tier, generation, paused in rows}
+
+    def set_rollout(
+        self, tier: str, now: float, *, restart: bool = False, paused: bool | None = None
+    ) -> RolloutControl:
+        """`scalectl rollout restart|pause|resume`: a new generation (every instance drifts) and/or the pause
+        flag; recorded as an event."""
+        with self.sessions.begin() as s:
+            row = s.get(RolloutRecord, tier)
+            if row is None:
+                row = RolloutRecord(tier=tier, generation=0, paused=False, updated_at=now)
+                s.add(row)
+            if restart:
+                row.generation += 1
+            if paused is not None:
+                row.paused = paused
+            row.updated_at = now
+            what = "restart" if restart else ("paused" if paused else "resumed")
+            s.add(
+                EventRecord(
+                    t=now, tier=tier, kind=f"rollout-{what}", message=f"rollout {what} (generation {row.generation})"
+                )
+            )
+            return RolloutControl(row.generation, row.paused)
+
+    def failed_with_server(self, tier: str, server: str) -> str | None:
+        """The key of an instance of ``tier`` launched with ``server`` that failed, if any."""
+        i = InstanceRecord
+        query = select(i.key).where(i.tier == tier, i.server_hash == server, i.state == InstanceState.FAILED.value)
+        with self.sessions() as s:
+            return s.scalars(query.limit(1)).first()
+
+    def server_hashes(self, tier: str) -> dict[str | None, int]:
+        """How many live instances of ``tier`` run each server (``None``: launched before hashes were kept)."""
+        i = InstanceRecord
+        with self.sessions() as s:
+            rows = s.execute(
+                select(i.server_hash, func.count())
+                .where(i.tier == tier, i.state.in_(LIVE_STATES))
+                .group_by(i.server_hash)
+            ).all()
+        return {h: int(n) for h, n in rows}
 
     def instances_billed_since(self, start: float) -> list[BilledSpan]:
         """Every instance that billed at some point since ``start``: its tier, from when, until when (None:
