@@ -97,6 +97,9 @@ def register(app: typer.Typer) -> None:
             now = _now(store)
             state = store.policy_states().get(name, (PolicyState(), None))[0]
             capacity = learned_capacity(TierSpec.model_validate(specs[name]), state)
+            from controller.rollout_status import rollout_status
+
+            rollout = rollout_status(store, name)
         last = recent[-1] if recent else None
         signals = dict(last.signals) if last else {}
         errors = signals.pop("errors", {})
@@ -111,6 +114,7 @@ def register(app: typer.Typer) -> None:
             "signal_errors": errors,
             "signal_error_counts": error_counts,
             "capacity": capacity,
+            "rollout": rollout,
             "instances": [
                 {
                     "key": i.key,
@@ -142,6 +146,8 @@ def register(app: typer.Typer) -> None:
         if capacity is not None:
             shown = {k: v for k, v in capacity.items() if k != "observations"}
             emit(shown, Format.table, title="capacity per instance (target tracking)")
+        if rollout is not None:
+            emit(rollout, Format.table, title="rollout (scalectl rollout status)")
         if errors:
             emit(errors, Format.table, title="signal source errors (last reading)")
         if error_counts:

@@ -33,6 +33,7 @@ COMMANDS = {
     "db": "cli.db_cmds",
     "schema": "cli.schema_cmd",
     "spot-agent": "cli.agent_cmd",
+    "rollout": "cli.rollout_cmd",
 }
 COMMAND_MODULES = list(dict.fromkeys(COMMANDS.values()))
 
