@@ -154,7 +154,7 @@ class Reconciler:
         self, tick: Tick, name: str, tier: TierSpec, instances: list[Instance], reading: TierReading
     ) -> list[PendingCreate]:
         rollout = self.rollouts.view(tick, name, tier, instances)
-        self._hand_back(tick, instances, rollout.current_hash)
+        self._hand_back(tick, instances, rollout.current_hash, spot_fallback=tier.fallback is not None)
         offers = self.offers.of(tier)
         price = instance_price(name, tier, offers, self.backoffs, tick.now)
         counted, replacing = [i for i in instances if i.counted], len(unreplaced_notices(instances))
@@ -185,11 +185,11 @@ class Reconciler:
         return self._apply(tick, plan)
 
     @staticmethod
-    def _hand_back(tick: Tick, instances: list[Instance], current_hash: str) -> None:
+    def _hand_back(tick: Tick, instances: list[Instance], current_hash: str, *, spot_fallback: bool) -> None:
         """A ready surge takes the place of the instance it replaces (a drifted one in a rollout, else an
         on-demand fallback) before the policy counts the tier, so the policy never sees (and holds) the
         surge on top of it."""
-        for hand in hand_backs(instances, current_hash):
+        for hand in hand_backs(instances, current_hash, spot_fallback=spot_fallback):
             replaced = hand.fallback
             tick.record(hand.surge.take_place(tick.now, f"ready; replaces {replaced.key if replaced else 'nothing'}"))
             if replaced is None:

@@ -47,10 +47,13 @@ class HandBack:
     fallback: Instance | None
 
 
-def hand_backs(instances: Sequence[Instance], current_hash: str | None = None) -> list[HandBack]:
+def hand_backs(
+    instances: Sequence[Instance], current_hash: str | None = None, *, spot_fallback: bool = True
+) -> list[HandBack]:
     """Each ready surge takes the place of one instance it was launched to replace: the oldest drifted one
-    (a rollout: it runs another server than ``current_hash``), else the costliest ready on-demand fallback
-    instance (a hand-back to spot). That instance retires."""
+    (a rollout: it runs another server than ``current_hash``), else — on a spot tier with an on-demand
+    fallback — the costliest ready on-demand instance (a hand-back to spot). That instance retires; with
+    nothing left to replace, the surge simply joins the tier."""
     ready = InstanceState.READY
     old = [
         i
@@ -61,7 +64,11 @@ def hand_backs(instances: Sequence[Instance], current_hash: str | None = None) -
         (
             i
             for i in instances
-            if i.state is ready and not i.surge and i.capacity == Capacity.ON_DEMAND.value and i not in old
+            if spot_fallback
+            and i.state is ready
+            and not i.surge
+            and i.capacity == Capacity.ON_DEMAND.value
+            and i not in old
         ),
         key=lambda i: (-i.price_per_hour, -i.created_at),
     )
