@@ -46,6 +46,7 @@ EVENT_KINDS = (
     "create-backoff",
     "delete-retry",
     "no-placement",
+    "rollout-stopped",
 )
 SIGNAL_SOURCES = ("queue", "vllm", "prometheus")  # the `source` label: the kind, never an endpoint address
 PROVIDER_OPERATIONS = ("offers", "create", "get", "list", "delete")
