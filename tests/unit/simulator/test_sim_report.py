@@ -59,13 +59,16 @@ def test_totals_and_ratios() -> None:
 
 def test_tables_fit_100_columns_and_the_plot_is_a_png(tmp_path: Path) -> None:
     report = _report()
+    report.tiers["support-daytime"] = report.tiers.pop("chat")  # a realistic name, 15 characters
+    report.baselines["support-daytime"] = report.baselines.pop("chat")
+    report.timelines["support-daytime"] = report.timelines.pop("chat")
     console = Console(record=True, width=100)
     for table in report.tables():
         console.print(table)
     text = console.export_text()
-    assert "chat" in text and "1.20×" in text and "99.00%" in text
+    assert "support-daytime" in text and "1.20×" in text and "99.00%" in text
     assert all(len(line) <= 100 for line in text.splitlines())
-    assert "÷SkyServe" in text and "TTFT p50/p95/p99" in text and "…" not in text  # nothing cut short
-    frame = PlotFrame(scenario="day", start_epoch=1_773_633_600.0, policy_ttft_targets={"chat": 0.4})
+    assert "÷SkyServe" in text and "TTFT p50/95/99" in text and "…" not in text  # nothing cut short
+    frame = PlotFrame(scenario="day", start_epoch=1_773_633_600.0, policy_ttft_targets={"support-daytime": 0.4})
     out = report.plot(tmp_path / "day.png", frame=frame)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
