@@ -81,7 +81,7 @@ class TierSpec(_Strict):
                 raise ValueError(f"{value!r}: a percentage must be above 0% and at most 100%")
             return share
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{value!r}: give a count of at least 1, or a percentage like \"25%\"")
+            raise ValueError(f'{value!r}: give a count of at least 1, or a percentage like "25%"')
         return value
 
     @model_validator(mode="after")
