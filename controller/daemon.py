@@ -26,7 +26,7 @@ from controller.http_app import Health, build_http_app, http_server
 from controller.metrics import DaemonMetrics
 from controller.metrics_feed import MetricsFeed
 from controller.provider_metrics import metered
-from controller.reconciler.loop import Reconciler
+from controller.reconciler.loop import Reconciler, TickReport
 from controller.serving_hooks import ServingHooks, build_hooks
 from controller.settings import Settings
 from controller.startup import demo_clock, load_fleet, publish_clock, signal_source
@@ -197,13 +197,7 @@ class Daemon:
                 self.metrics.ticks.labels("error").inc()
             else:
                 self.health.tick_ok()
-                self.metrics_feed.observe(
-                    report,
-                    controller.store,
-                    controller.fleet.tiers,
-                    list(controller.providers),
-                    self.real_clock.monotonic() - started,
-                )
+                self._observe(controller, report, self.real_clock.monotonic() - started)
                 self._announce(f"reconciling {len(report.tiers)} tiers")
                 self.notifier.watchdog()
             self._ticks += 1
@@ -213,9 +207,25 @@ class Daemon:
             if self.options.run_for is not None and self.clock.now() - self._started >= self.options.run_for:
                 self._stop.set()
 
+    def _observe(self, controller: Controller, report: TickReport, seconds: float) -> None:
+        """Metrics from a finished tick. They read the store too: the store may go away between the tick's
+        commit and here, and metrics are never worth failing the loop over."""
+        try:
+            self.metrics_feed.observe(
+                report, controller.store, controller.fleet.tiers, list(controller.providers), seconds
+            )
+        except DBAPIError as exc:
+            log.warning("metrics not updated after this tick: the store is unreachable (%s)", one_line(exc))
+        except Exception:
+            log.exception("metrics not updated after this tick")
+
     async def _prune(self) -> None:
         if self.controller is not None and self.replica is not None and self.replica.is_leader():
-            removed = self.controller.store.prune(self.clock.now() - self.settings.retention_days * 86400)
+            try:
+                removed = self.controller.store.prune(self.clock.now() - self.settings.retention_days * 86400)
+            except DBAPIError as exc:  # the hourly prune waits for the next hour
+                log.warning("pruning old history skipped: the store is unreachable (%s)", one_line(exc))
+                return
             if removed:
                 log.info("pruned %d old decisions and events", removed)
 
