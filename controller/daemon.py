@@ -18,6 +18,7 @@ from sqlalchemy.exc import DBAPIError
 
 from clocks import Clock, SystemClock
 from clocks.scaled import ScaledClock
+from controller.activation import ActivatedSignals, sync_gates
 from controller.app import Controller, build_providers, open_store, provider_configs
 from controller.ha.fencing import fence_commits, fenced
 from controller.ha.lease import LeadershipLost
@@ -36,6 +37,7 @@ from controller.store.repository import Store
 from controller.systemd import SystemdNotifier, watchdog_interval
 from controller.version import scalectl_version
 from providers.base import Provider
+from serving.activator import Activator
 from tiers.config import FleetConfig
 
 log = logging.getLogger("scalectl.daemon")
@@ -70,6 +72,9 @@ class Daemon:
         self.replica: Replica | None = None
         self._announced = False
         self._tick_task: asyncio.Future[None] | None = None
+        self.activator: Activator | None = None
+        self._wake_task: asyncio.Future[None] | None = None
+        self._woken = False  # the activator asked for a tick while one was running: run another right after
 
     # ---- wiring ----------------------------------------------------------------------------------
     def build(self) -> Controller:
@@ -102,8 +107,12 @@ class Daemon:
 
         signals = signal_source(self.clock, built, current_fleet)
         providers = metered(built, self.metrics)
+        if self.settings.routing != "none":  # scale-from-zero: requests to an empty tier wait here for it
+            self.activator = Activator(acting=replica.is_leader, on_demand=self._wake, observe=self._activation_done)
+            sync_gates(self.activator, self.settings, fleet)
+            signals = ActivatedSignals(signals, self.activator, self.clock)
 
-        self.serving = build_hooks(self.settings, self.clock, current_fleet)
+        self.serving = build_hooks(self.settings, self.clock, current_fleet, self.activator)
         reconciler = Reconciler(
             acting_store,
             self._fenced(providers),
@@ -128,6 +137,8 @@ class Daemon:
         fleet = controller.store.fleet_config()
         if fleet is None:
             return
+        if self.activator is not None:
+            sync_gates(self.activator, self.settings, fleet)
         configs = provider_configs(fleet, self.settings)
         new = {n: c for n, c in configs.items() if n not in controller.providers}
         if new:
@@ -173,6 +184,24 @@ class Daemon:
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.shield(self._tick_task)
 
+    def _activation_done(self, tier: str, outcome: str, held: float | None) -> None:
+        self.metrics.observe_activation(tier, outcome, held)
+        self._observe_held()
+
+    def _observe_held(self) -> None:
+        activator = self.activator
+        if activator is not None:
+            self.metrics.observe_held({t: activator.held(t) or 0 for t in activator.tiers()})
+
+    def _wake(self, tier: str) -> None:
+        """A request is held for ``tier``: tick now (or right after the running tick), not at the next
+        interval, so the policy sees it and the tier starts in this tick."""
+        if self._stop.is_set():
+            return
+        self._woken = True
+        if self._tick_task is None or self._tick_task.done():
+            self._wake_task = asyncio.ensure_future(self._tick())
+
     async def _tick_once(self) -> None:
         controller = self.controller
         if controller is None or self._stop.is_set():
@@ -180,6 +209,7 @@ class Daemon:
         if self.replica is not None and not self.replica.is_leader():
             return
         async with self._lock:
+            self._woken = False  # this tick reads the activator's count from here on
             started = self.real_clock.monotonic()
             try:
                 self._refresh_config(controller)
@@ -206,10 +236,13 @@ class Daemon:
                 self._stop.set()
             if self.options.run_for is not None and self.clock.now() - self._started >= self.options.run_for:
                 self._stop.set()
+        if self._woken and not self._stop.is_set():  # woken mid-tick: once this task is done, tick again
+            asyncio.get_running_loop().call_soon(self._wake, "")
 
     def _observe(self, controller: Controller, report: TickReport, seconds: float) -> None:
         """Metrics from a finished tick. They read the store too: the store may go away between the tick's
         commit and here, and metrics are never worth failing the loop over."""
+        self._observe_held()
         try:
             self.metrics_feed.observe(
                 report, controller.store, controller.fleet.tiers, list(controller.providers), seconds
@@ -295,6 +328,8 @@ class Daemon:
             await controller.aclose()
             if self.serving is not None:
                 await self.serving.aclose()
+            if self.activator is not None:
+                await self.activator.aclose()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(sig)
         log.info("daemon stopped cleanly after %d ticks", self._ticks)
@@ -308,7 +343,7 @@ class Daemon:
     def _http_server(self) -> uvicorn.Server | None:
         if not self.options.serve_http:
             return None
-        app = build_http_app(self.health, self.metrics, self._status, _webhook_handler(self))
+        app = build_http_app(self.health, self.metrics, self._status, _webhook_handler(self), self.activator)
         return http_server(app, self.settings.http_host, self.settings.http_port)
 
 

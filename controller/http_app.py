@@ -1,4 +1,5 @@
-"""The daemon's local HTTP surface: /healthz, /readyz, /metrics, /v1/status, and interruption webhooks."""
+"""The daemon's local HTTP surface: /healthz, /readyz, /metrics, /v1/status, interruption webhooks, and the
+activator (/activate/<tier>/…) where an empty tier's requests wait for its first instance."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from starlette.routing import Route
 
 from clocks import Clock
 from controller.metrics import DaemonMetrics
+from serving.activator import Activator
 
 
 class Health:
@@ -54,6 +56,7 @@ def build_http_app(
     metrics: DaemonMetrics,
     status: Callable[[], dict[str, Any]],
     webhook: WebhookHandler | None = None,
+    activator: Activator | None = None,
 ) -> Starlette:
     async def healthz(_: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -76,6 +79,9 @@ def build_http_app(
     ]
     if webhook is not None:
         routes.append(Route("/v1/webhooks/interruption", webhook, methods=["POST"]))
+    if activator is not None:
+        methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+        routes.append(Route("/activate/{tier}/{path:path}", activator.handle, methods=methods))
     return Starlette(routes=routes)
 
 

@@ -51,6 +51,8 @@ EVENT_KINDS = (
 SIGNAL_SOURCES = ("queue", "vllm", "prometheus")  # the `source` label: the kind, never an endpoint address
 PROVIDER_OPERATIONS = ("offers", "create", "get", "list", "delete")
 PROVIDER_OUTCOMES = ("ok", "error")
+# What became of a request at the activator (serving/activator): handed to an instance, or why not.
+ACTIVATOR_OUTCOMES = ("proxied", "full", "timed_out", "client_gone", "upstream_error", "too_large", "standby")
 DURATION_BUCKETS = (30, 60, 120, 180, 300, 600, 900, 1200, 1800, 3600)  # seconds: a boot takes 2–5 min
 
 
@@ -169,6 +171,25 @@ class DaemonMetrics:
             ["tier", "source"],
             registry=r,
         )
+        self.activator_held = Gauge(
+            "scalectl_activator_requests_held",
+            "Requests the activator holds for a tier with no ready instance (absent: no activator)",
+            ["tier"],
+            registry=r,
+        )
+        self.activator_requests = Counter(
+            "scalectl_activator_requests",
+            "Requests that reached the activator, by what became of them",
+            ["tier", "outcome"],
+            registry=r,
+        )
+        self.activator_hold = Histogram(
+            "scalectl_activator_hold_seconds",
+            "How long the activator held a request before an instance was ready (or it gave up)",
+            ["tier"],
+            buckets=(0.1, 1, 5, 15, 30, 60, 120, 180, 300, 600),
+            registry=r,
+        )
         self.leader = Gauge("scalectl_leader", "1 while this daemon holds the leader lease, else 0", registry=r)
         self.leader_epoch = Gauge(
             "scalectl_leader_epoch", "Epoch of the term this daemon leads (0 when standing by)", registry=r
@@ -185,8 +206,11 @@ class DaemonMetrics:
                 counter.labels(tier)
             for source in SIGNAL_SOURCES:
                 self.signal_errors.labels(tier, source)
+            for outcome in ACTIVATOR_OUTCOMES:
+                self.activator_requests.labels(tier, outcome)
             self.launch_to_ready.labels(tier)
             self.drain_duration.labels(tier)
+            self.activator_hold.labels(tier)
         for provider in providers:
             self.provider_errors.labels(provider)
             for operation in PROVIDER_OPERATIONS:
@@ -196,6 +220,18 @@ class DaemonMetrics:
     def record_provider_request(self, provider: str, operation: str, ok: bool) -> None:
         """One provider API call (the reconciler's provider-call wrapper calls this once per call)."""
         self.provider_requests.labels(provider, operation, "ok" if ok else "error").inc()
+
+    def observe_activation(self, tier: str, outcome: str, held: float | None) -> None:
+        """One request done at the activator; ``held``: seconds it waited for an instance (None: not held)."""
+        self.activator_requests.labels(tier, outcome).inc()
+        if held is not None:
+            self.activator_hold.labels(tier).observe(held)
+
+    def observe_held(self, held: dict[str, int]) -> None:
+        """Requests the activator holds now, per activated tier (tiers no longer activated disappear)."""
+        self.activator_held.clear()
+        for tier, count in held.items():
+            self.activator_held.labels(tier).set(count)
 
     def observe_capacity(self, store: Store) -> None:
         """Capacity per instance at the TTFT target: the prior and what the policy uses (learned or prior)."""

@@ -26,10 +26,12 @@ from typing import Any
 import httpx
 
 from clocks import Clock
+from controller.activation import activated
 from controller.settings import Settings
 from domain.instance import Instance
 from providers.base import ProviderCapabilities
 from providers.registry import UnknownProviderType, capabilities_of
+from serving.activator import Activator
 from serving.readiness import ReadinessProbe
 from serving.routing import Endpoint, NginxTarget, RoutingTarget, TierRoute
 from sizing.errors import SizingError
@@ -128,8 +130,10 @@ class ServingHooks:
         *,
         router: RoutingTarget | None = None,
         client: httpx.AsyncClient | None = None,
+        activator: Activator | None = None,
     ):
         self._settings = settings
+        self._activator = activator
         self._fleet = fleet
         self._router = router
         self._owns_client = client is None
@@ -205,9 +209,16 @@ class ServingHooks:
                 endpoints.append(Endpoint(address))
             except ValueError as exc:
                 log.warning("tier %s: not routing %r: %s", name, address, exc)
+        activating = self._activator is not None and activated(self._settings, name, tier)
         route = TierRoute(
-            name, session_affinity=tier.serving.session_affinity, listen=self._settings.routing_listen.get(name)
+            name,
+            session_affinity=tier.serving.session_affinity,
+            listen=self._settings.routing_listen.get(name),
+            activator=self._settings.activator_upstreams() if activating else (),
+            activator_wait_s=math.ceil(tier.activator.max_wait),
         )
+        if self._activator is not None:  # held requests go to the first ready instance now, not at nginx's reload
+            self._activator.set_endpoints(name, [e.address for e in endpoints])
         result = await self._router.apply(route, endpoints)
         self._routed[name] = frozenset(e.address for e in endpoints)
         if result.changed:
@@ -226,8 +237,10 @@ class ServingHooks:
         return provider_capabilities(self._fleet(), provider)
 
 
-def build_hooks(settings: Settings, clock: Clock, fleet: FleetConfig | FleetSource) -> ServingHooks:
+def build_hooks(
+    settings: Settings, clock: Clock, fleet: FleetConfig | FleetSource, activator: Activator | None = None
+) -> ServingHooks:
     """The daemon's serving hooks. ``fleet`` may be a callable returning the current config, so providers
     added by ``scalectl apply`` while running are recognised."""
     source: FleetSource = fleet if callable(fleet) else (lambda: fleet)
-    return ServingHooks(settings, clock, source, router=routing_target(settings))
+    return ServingHooks(settings, clock, source, router=routing_target(settings), activator=activator)

@@ -60,11 +60,26 @@ class Settings(BaseSettings):
         default_factory=dict, description='tier -> listen address for a generated server block, e.g. {"chat": "8080"}'
     )
 
+    activator_addresses: list[str] | None = Field(
+        None,
+        description="host:port where nginx reaches each replica's activator; default: this daemon's HTTP address",
+    )
+
     def resolved_database_url(self) -> str:
         if self.database_url:
             return self.database_url
         self.data_dir.mkdir(parents=True, exist_ok=True)
         return f"sqlite:///{self.data_dir / 'scalectl.db'}"
+
+    def activator_upstreams(self) -> tuple[str, ...]:
+        """Where the load balancer sends an empty tier's requests: the configured replicas, else this daemon
+        (a wildcard listen address is reached on loopback)."""
+        if self.activator_addresses:
+            return tuple(self.activator_addresses)
+        host = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(self.http_host, self.http_host)
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return (f"{host}:{self.http_port}",)
 
     @property
     def key_prefix(self) -> str:

@@ -93,8 +93,11 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     load = load_of(inp.signals)
     state = _learn(rules, inp, load)
     fast = fast_rate(state.learned)
-    if load.rate is not None and fast is not None and fast > load.rate:
-        load = replace(load, rate=fast)  # the last few ticks run ahead of the reading window
+    arriving = bool(load.rate) or bool(inp.signals.arrivals)
+    if load.rate is not None and fast is not None and fast > load.rate and arriving:
+        # The last few ticks run ahead of the reading window. Not once nothing arrives in the window or in
+        # this tick: the decaying average's tail would keep an idle tier busy for minutes.
+        load = replace(load, rate=fast)
     cap = capacity_for(rules, inp, state)
     if cap is None or not load.known:
         state = replace(state.with_condition(KNOWN, False, now).with_condition(IDLE, False, now), needs=())

@@ -45,6 +45,18 @@ class ProviderEntry(_Strict):
         return self
 
 
+class ActivatorSpec(_Strict):
+    """Scale-from-zero over HTTP (docs/routing.md): while the tier has no ready instance, its route goes to the
+    daemon's activator, which holds each request (at most ``max_held``, each at most ``max_wait``), counts it
+    as load so the tier starts at once, and hands it to the first ready instance. It applies where the daemon
+    routes the tier (``SCALECTL_ROUTING=nginx`` and the tier in ``SCALECTL_ROUTING_LISTEN``)."""
+
+    enabled: bool = True
+    max_held: int = Field(100, ge=1, le=100_000)  # requests held at once; more get 503 with Retry-After
+    max_wait: Duration = Field(300.0, gt=0)  # a request not handed to an instance by then gets 503
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)  # larger: 413, never buffered
+
+
 class TierSpec(_Strict):
     capacity: Literal["on-demand", "spot"]
     fallback: Literal["on-demand"] | None = None
@@ -66,6 +78,7 @@ class TierSpec(_Strict):
     fallback_after: Duration = 0.0  # spot tiers: wait this long for spot before falling back to on-demand
     # Voluntary disruptions at once (scale-in, rollouts' drain-first steps): a count, or "25%" of the fleet.
     max_disrupted: int | float | None = None
+    activator: ActivatorSpec = Field(default_factory=ActivatorSpec)
 
     @field_validator("max_disrupted", mode="before")
     @classmethod

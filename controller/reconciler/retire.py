@@ -71,7 +71,7 @@ class Routes:
     def __init__(self, update: RouteUpdate | None, remove: RouteRemove | None = None):
         self.update = update
         self.remove = remove
-        self._routes: dict[str, list[str]] = {}
+        self._routes: dict[str, tuple[list[str], TierSpec]] = {}
 
     async def run(self, tick: Tick) -> None:
         if self.update is None:
@@ -87,11 +87,11 @@ class Routes:
                 await self._remove(name)
 
     async def _route(self, name: str, tier: TierSpec, endpoints: list[str]) -> None:
-        if self.update is None or self._routes.get(name) == endpoints:
-            return
+        if self.update is None or self._routes.get(name) == (endpoints, tier):
+            return  # the same addresses for the same spec (a changed spec may change the route: activator)
         try:
             await self.update(name, tier, endpoints)
-            self._routes[name] = endpoints
+            self._routes[name] = (endpoints, tier)
         except Exception as exc:
             log.error("routing update for %s failed: %s", name, one_line(exc))
 

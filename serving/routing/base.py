@@ -35,12 +35,18 @@ class TierRoute:
     max_fails: int = 3
     fail_timeout_s: int = 10
     read_timeout_s: int = 600  # long generations stream for minutes
+    # Scale-from-zero: with no ready instance, the server block sends requests to these activators
+    # ("host:port" of each daemon replica; the leader holds them, standbys answer 503 and nginx tries on).
+    activator: tuple[str, ...] = ()
+    activator_wait_s: int = 300  # how long the activator may hold a request before it is answered
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?", self.name):
             raise ValueError(f"tier name {self.name!r}: lowercase letters, digits and dashes")
         if self.listen is not None and not re.fullmatch(r"[A-Za-z0-9.:\[\]]+", self.listen):
             raise ValueError(f"listen must look like 0.0.0.0:8080 or 8080, got {self.listen!r}")
+        for address in self.activator:
+            Endpoint(address)  # the same host:port rule as an instance's address
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from tests.services import repo_root
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 TICK = 0.3  # seconds between reconcile ticks
+STEERED = '{{kind: external, class: "tests.e2e.steer:FilePolicy", options: {{path: "{target}"}}}}'
 
 TIERS = """
 tiers:
@@ -34,13 +35,22 @@ tiers:
     launch_timeout: 60s
     bootstrap_timeout: 60s
     drain_timeout: 30s
-    policy: {{kind: external, class: "tests.e2e.steer:FilePolicy", options: {{path: "{target}"}}}}
-    serving: {{max_model_len: 2048, target_concurrency: 16}}
+    policy: {policy}
+    serving: {{max_model_len: 2048, target_concurrency: 16}}{extra}
 providers:
   local:
     type: local
     options: {{state_dir: "{state}", cwd: "{root}", stop_grace_seconds: 10}}
 """
+
+
+def tiers_yaml(
+    target: Path, state_dir: Path, *, policy: str | None = None, max_instances: int = 3, extra: str = ""
+) -> str:
+    """The chat tier on the local provider: steered through ``target`` unless a ``policy`` is given."""
+    steered = STEERED.format(target=target)
+    text = TIERS.format(policy=policy or steered, extra=extra, state=state_dir, root=repo_root())
+    return text.replace("    max: 3\n", f"    max: {max_instances}\n")
 
 
 def alive(pid: int) -> bool:
@@ -117,13 +127,16 @@ class Fleet:
 
 
 @contextlib.contextmanager
-def local_fleet(tmp_path: Path, initial: int, **env: str) -> Iterator[Fleet]:
-    """Start the daemon with the chat tier steered to ``initial``; on the way out, stop it and kill any
-    server it left (the test asserts there were none)."""
+def local_fleet(
+    tmp_path: Path, initial: int, *, policy: str | None = None, max_instances: int = 3, extra: str = "", **env: str
+) -> Iterator[Fleet]:
+    """Start the daemon with the chat tier steered to ``initial`` (or run by ``policy``, a flow-style YAML
+    mapping; ``extra``: more lines of the tier); on the way out, stop it and kill any server it left (the
+    test asserts there were none)."""
     state_dir = tmp_path / "instances"
     target = tmp_path / "target"
     tiers = tmp_path / "tiers.yaml"
-    tiers.write_text(TIERS.format(target=target, state=state_dir, root=repo_root()))
+    tiers.write_text(tiers_yaml(target, state_dir, policy=policy, max_instances=max_instances, extra=extra))
     fleet = Fleet(tmp_path / "data", state_dir, target, free_port(), tmp_path / "daemon.log")
     fleet.steer(initial)
     argv = [sys.executable, "-m", "cli.main", "daemon", "--config", str(tiers), "--port"]

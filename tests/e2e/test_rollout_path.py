@@ -13,10 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.helpers import free_port, json_of, scalectl
-from tests.e2e.local_fleet import TIERS, local_fleet
+from tests.e2e.local_fleet import local_fleet, tiers_yaml
 from tests.e2e.test_serving_path import Load, _answers
 from tests.private_nginx import NGINX, PrivateNginx, private_nginx
-from tests.services import repo_root
 
 pytestmark = pytest.mark.e2e
 
@@ -48,7 +47,7 @@ def test_a_changed_server_rolls_through_the_fleet_without_a_failed_request(tmp_p
             fleet.wait("requests flowing", lambda: load.count() >= 20, seconds=30)
 
             changed = tmp_path / "tiers-v2.yaml"
-            text = TIERS.format(target=fleet.target, state=fleet.state_dir, root=repo_root())
+            text = tiers_yaml(fleet.target, fleet.state_dir)
             changed.write_text(text.replace("max_model_len: 2048", "max_model_len: 1024"))
             applied = scalectl(fleet.data_dir, "apply", "-f", str(changed))
             assert applied.returncode == 0, applied.stderr

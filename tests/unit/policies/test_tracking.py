@@ -100,6 +100,20 @@ def test_no_work_at_all_for_the_idle_window_returns_to_the_floor_at_once() -> No
     assert decision.reason == "no work at all for 5m → floor 2"
 
 
+def test_a_burst_s_decaying_average_does_not_keep_an_idle_tier_busy() -> None:
+    """After a burst the per-tick arrivals' average decays for minutes; once nothing arrives in the reading
+    window nor in the tick, the tier is idle and returns to its floor after ``idle_after``."""
+    run = Runner(spec(**{**PLAIN, "floor": 0, "idle_after": 30}), bounds=Bounds(min=0, max=40), current=0)
+    for t in range(0, 60, 10):
+        run.tick(t, **vllm(50), request_rate=50, arrivals=500)
+    assert run.current == 1
+    for t in range(60, 120, 10):  # the window still counts the burst: one instance stays
+        assert run.tick(t, **vllm(0), request_rate=5, arrivals=0).desired == 1
+    decisions = [run.tick(t, **vllm(0), request_rate=0, arrivals=0) for t in range(120, 160, 10)]
+    assert [d.desired for d in decisions] == [1, 1, 1, 0]  # idle from 120 s; 30 s later, at 150 s: the floor
+    assert decisions[-1].reason == "no work at all for 30s → floor 0"
+
+
 @pytest.mark.parametrize(
     ("signals", "why"),
     [

@@ -34,10 +34,41 @@ def test_empty_tier_keeps_a_valid_upstream_and_answers_503() -> None:
     assert "return 503" in text and "proxy_pass" not in text
 
 
+def test_empty_tier_with_an_activator_sends_requests_to_it_under_the_tier_prefix() -> None:
+    route = TierRoute("chat", listen="8080", activator=("127.0.0.1:8089",), activator_wait_s=300)
+    text = render_tier(route, [])
+    assert "server 127.0.0.1:8089 max_fails=0;" in text and "down" not in text
+    assert "proxy_pass http://scalectl_chat/activate/chat/;" in text
+    assert "proxy_read_timeout 900s;" in text  # the hold plus a long generation
+    assert "return 503" not in text
+    assert "proxy_next_upstream" not in text  # one replica: nothing to try next
+
+
+def test_several_activators_let_nginx_try_the_next_when_a_standby_answers_503() -> None:
+    route = TierRoute("chat", listen="8080", activator=("10.0.0.1:8089", "10.0.0.2:8089"))
+    text = render_tier(route, [])
+    assert "proxy_next_upstream error timeout http_503 non_idempotent;" in text
+    assert text.count("max_fails=0") == 2
+
+
+def test_ready_instances_take_the_activator_out_of_the_path() -> None:
+    route = TierRoute("chat", listen="8080", activator=("127.0.0.1:8089",))
+    text = render_tier(route, EPS)
+    assert "8089" not in text and "/activate/" not in text
+    assert "proxy_pass http://scalectl_chat;" in text
+
+
+def test_an_upstream_only_tier_cannot_be_activated_and_keeps_its_placeholder() -> None:
+    text = render_tier(TierRoute("chat", activator=("127.0.0.1:8089",)), [])
+    assert "server 127.0.0.1:9 down;" in text and "8089" not in text
+
+
 def test_bad_endpoints_and_names_are_rejected() -> None:
     for bad in ("10.0.0.1", "10.0.0.1:8000; evil", "host:0", "a b:80"):
         with pytest.raises(ValueError):
             Endpoint(bad)
+        with pytest.raises(ValueError):
+            TierRoute("chat", activator=(bad,))
     with pytest.raises(ValueError):
         TierRoute("Bad_Name")
 
