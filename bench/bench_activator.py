@@ -30,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-UPSTREAM = '''
+UPSTREAM = """
 import asyncio, sys
 import uvicorn
 from starlette.applications import Starlette
@@ -47,7 +47,7 @@ async def chat(request):
 
 app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", access_log=False)
-'''
+"""
 BODY = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": true}'
 
 
