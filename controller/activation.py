@@ -4,8 +4,9 @@ A tier is activated when the daemon routes it through a generated nginx server b
 is nginx and the tier has a ``SCALECTL_ROUTING_LISTEN`` address) and its ``activator.enabled`` is true.
 Only then do its requests reach the activator while it has no ready instance, so only then does "nothing
 held" mean "no demand": for such a tier with no instance serving, the reading's unknown vLLM figures
-become known — requests running 0, requests waiting = what the activator holds — and the arrival rate is
-what reached the activator since the last reading. A tier with instances serving reads vLLM as before.
+become known — requests running 0, requests waiting = what the activator holds (plus the tier's Celery
+queue, if it has one; an unreadable queue leaves the load unknown) — and the arrival rate is what reached
+the activator since the last reading. A tier with instances serving reads vLLM as before.
 """
 
 from __future__ import annotations
@@ -70,7 +71,10 @@ class ActivatedSignals:
         if endpoints:
             return reading  # instances serve: vLLM's own figures count these requests
         signals = reading.signals
-        waiting = (signals.requests_waiting or 0.0) + held
+        if spec.queue is not None and signals.queue_depth is None:
+            return reading  # a queue the load counts could not be read: the load stays unknown
+        # Waiting: what the activator holds, plus the tier's own queue in front of vLLM (policies/load.py).
+        waiting = (signals.requests_waiting or signals.queue_depth or 0.0) + held
         running = signals.requests_running if signals.requests_running is not None else 0.0
         rate = arrivals / (now - since) if since is not None and now > since else signals.request_rate
         merged = replace(

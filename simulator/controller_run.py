@@ -38,7 +38,7 @@ from policies.spec import ExternalPolicy
 from simulator.baselines import DEFAULT_SLO_GOAL, BaselineSettings, run_baselines
 from simulator.cloud_events import CloudEvents
 from simulator.fleet import Fleet, TierModel, tier_models
-from simulator.fleet_signals import FleetSignals
+from simulator.fleet_signals import FleetSignals, activated_tiers
 from simulator.report import BaselineOutcome, Report, build_report
 from simulator.sim_cloud import simulation_cloud
 from simulator.workloads.spec import Workload
@@ -197,7 +197,7 @@ class _Run:
         self.reconciler = Reconciler(
             self.store,
             self.clouds,
-            FleetSignals(self.fleet, self.clock),
+            FleetSignals(self.fleet, self.clock, activated_tiers(config)),
             self.clock,
             drain_check=self._drain_check,
         )

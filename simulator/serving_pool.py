@@ -318,6 +318,10 @@ class ServingPool:
         d = self._inflight.data
         return np.concatenate([d[d[:, TTFT_DONE] == 0, ORIGIN], self._unrouted.data[:, ORIGIN]])
 
+    def held(self) -> int:
+        """Requests waiting at the load balancer for an instance to go to (the activator, at zero)."""
+        return len(self._unrouted)
+
     def in_flight_by_instance(self) -> dict[str, int]:
         counts = np.bincount(self._inflight.icol(INST), minlength=len(self._ids))
         return {iid: int(counts[s]) for iid, s in self._slot_of.items()}

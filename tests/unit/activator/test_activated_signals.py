@@ -110,6 +110,18 @@ async def test_with_instances_serving_the_reading_is_vllms_own() -> None:
     assert reading.signals.requests_waiting == 1.0 and "requests_waiting" not in reading.sources
 
 
+async def test_a_tier_with_a_queue_adds_it_and_an_unread_queue_keeps_the_load_unknown() -> None:
+    activator = Activator()
+    activator.configure("chat", HoldLimits())
+    activator._gates["chat"].admit()
+    spec = SignalsSpec(queue={"queues": ["q"]})
+    read = ActivatedSignals(Unknown(Signals(queue_depth=4.0, in_flight=0.0)), activator, FakeClock(0))
+    load = load_of((await read.read("chat", spec, [])).signals)
+    assert load.in_flight == 5  # four queued, one held
+    unread = ActivatedSignals(Unknown(Signals(queue_depth=None)), activator, FakeClock(0))
+    assert not load_of((await unread.read("chat", spec, [])).signals).known
+
+
 async def test_a_tier_not_activated_stays_unknown() -> None:
     source = ActivatedSignals(Unknown(), Activator(), FakeClock(0))
     reading = await source.read("batch", SignalsSpec(), [])

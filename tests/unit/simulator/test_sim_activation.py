@@ -1,0 +1,71 @@
+"""A serving tier at zero wakes on its first requests in the simulator, as the activator makes it do in the
+daemon; without the activator its vLLM figures stay unknown at zero and it never starts."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from controller.store.models import InstanceRecord
+from simulator.controller_run import RunOptions, SimulationResult, simulate
+from simulator.workloads.spec import parse_workload
+from tiers.config import parse_config
+
+TIERS = """
+tiers:
+  chat:
+    capacity: on-demand
+    gpu: H100-SXM5-80GB
+    providers: [simulated]
+    min: 0
+    max: 4
+    serving: {target_concurrency: 100}
+    policy: {kind: min-floor, floor: 0, idle_after: 5m}
+"""
+
+# Nothing for 20 minutes, then 40 minutes of traffic, then quiet again.
+WORKLOAD = """
+seed: 7
+start: "2026-03-16T10:00:00+00:00"
+duration: 90m
+tiers:
+  chat:
+    kind: poisson
+    rate: 20
+    input_tokens: {mean: 600, cv: 0.4}
+    output_tokens: {mean: 200, cv: 0.5}
+    ttft_target: 500ms
+    shape:
+      - {kind: spike, at: 0s, duration: 20m, factor: 0}
+      - {kind: spike, at: 60m, duration: 30m, factor: 0}
+"""
+
+
+def run(tiers: str) -> SimulationResult:
+    config, workload = parse_config(tiers, "tiers.yaml"), parse_workload(WORKLOAD, "w.yaml")
+    return simulate(config, tiers, workload, options=RunOptions(baselines=False))
+
+
+def test_a_tier_at_zero_wakes_on_its_first_requests_and_returns_to_zero() -> None:
+    result = run(TIERS)
+    chat = result.report.tiers["chat"]
+    assert chat.requests > 40_000
+    assert chat.slo_known == chat.requests  # every request was served: none left waiting at the end
+    assert chat.peak_instances >= 1
+    assert result.events.get("launched", 0) >= 1 and result.events.get("retired", 0) >= 1
+    # The first requests waited for the boot: the cold start shows in the tail, not in the median.
+    assert chat.ttft_p50_s is not None and chat.ttft_p50_s < 0.5
+    assert chat.ttft_p99_s is not None and chat.ttft_p99_s > 0.5
+    # Nothing ran before the first request, and the tier was back at zero before the run ended.
+    assert result.store is not None
+    with result.store.sessions() as session:
+        rows = list(session.scalars(select(InstanceRecord)).all())
+    assert all(r.state == "terminated" for r in rows)
+    start = parse_workload(WORKLOAD, "w.yaml").start_epoch
+    assert min(r.created_at for r in rows) >= start + 20 * 60
+
+
+def test_without_the_activator_a_tier_at_zero_stays_blind() -> None:
+    result = run(TIERS.replace("    policy:", "    activator: {enabled: false}\n    policy:"))
+    chat = result.report.tiers["chat"]
+    assert chat.peak_instances == 0
+    assert result.events.get("launched", 0) == 0
