@@ -18,6 +18,7 @@ from providers.registry import check_options
 from sizing.gpus import UnknownGpu, gpu_info
 from sizing.spec import ServingSpec
 from sources.spec import SignalsSpec
+from tiers.disruption import DisruptionWindow, parse_budget
 from tiers.errors import ConfigError
 from tiers.yaml_bounded import TooDeep, safe_load
 
@@ -78,24 +79,14 @@ class TierSpec(_Strict):
     fallback_after: Duration = 0.0  # spot tiers: wait this long for spot before falling back to on-demand
     # Voluntary disruptions at once (scale-in, rollouts' drain-first steps): a count, or "25%" of the fleet.
     max_disrupted: int | float | None = None
+    # Scheduled budgets that override max_disrupted while open (e.g. 0 during business hours): tiers/disruption.py
+    disruption_windows: tuple[DisruptionWindow, ...] = ()
     activator: ActivatorSpec = Field(default_factory=ActivatorSpec)
 
     @field_validator("max_disrupted", mode="before")
     @classmethod
     def _disruption_budget(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if isinstance(value, str) and value.strip().endswith("%"):
-            try:
-                share = float(value.strip()[:-1]) / 100.0
-            except ValueError:
-                share = -1.0
-            if not 0 < share <= 1:
-                raise ValueError(f"{value!r}: a percentage must be above 0% and at most 100%")
-            return share
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f'{value!r}: give a count of at least 1, or a percentage like "25%"')
-        return value
+        return None if value is None else parse_budget(value, allow_zero=False)
 
     @model_validator(mode="after")
     def _bounds_make_sense(self) -> TierSpec:

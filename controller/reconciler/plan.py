@@ -12,13 +12,15 @@ from controller.reconciler.backoffs import Backoffs
 from controller.reconciler.decide import tier_price_per_hour
 from controller.reconciler.fleet_budget import FleetBudget
 from controller.reconciler.replace import OfferKey, noticed
-from controller.reconciler.rollout import RolloutView, disruption_budget, drifted, voluntary_disruptions
+from controller.reconciler.rollout import RolloutView, drifted, voluntary_disruptions
 from domain.instance import Instance, InstanceState
 from providers.base import Capacity, Offer
 from tiers.config import TierSpec
+from tiers.disruption import active_budget
 
 NO_PLACEMENT = "no-placement"  # the note when capacity (offers, their room, the budget) runs out
 SPOT_WAIT = "spot-wait"  # the note while a spot tier waits ``fallback_after`` before falling back
+DISRUPTION_WINDOW = "disruption-window"  # the note while an open window holds back scale-in or a rollout
 
 
 @dataclass(frozen=True)
@@ -107,19 +109,25 @@ def plan_tier(
         if rollout is not None:  # drifted instances go first: scale-in is the cheapest rollout step
             old = drifted(counted, rollout.current_hash)
             order = old + [i for i in order if i not in old]
-        retiring = order[: min(current - desired, _disruption_room(tier, instances, current))]
-        return Plan(drains=[Drain(i, f"scale in: {reason}") for i in retiring])
+        room, window = _disruption_room(tier, instances, current, now)
+        retiring = order[: min(current - desired, room)]
+        plan = Plan(drains=[Drain(i, f"scale in: {reason}") for i in retiring])
+        if window is not None and len(retiring) < current - desired:
+            plan.notes.append(Note(name, DISRUPTION_WINDOW, f"scale-in to {desired} waits: {window}"))
+        return plan
     plan = plan_rebalance(name, tier, instances, offers, backoffs, now, fleet=fleet)
     if plan.rebalances or rollout is None:
         return plan
     return plan_rollout(name, tier, instances, rollout, offers, backoffs, now, fleet=fleet)
 
 
-def _disruption_room(tier: TierSpec, instances: Sequence[Instance], counted: int) -> int:
-    """How many more instances may start draining by our choice now (``max_disrupted``; none set: all)."""
-    if tier.max_disrupted is None:
-        return counted
-    return max(0, disruption_budget(tier.max_disrupted, counted) - voluntary_disruptions(instances))
+def _disruption_room(tier: TierSpec, instances: Sequence[Instance], counted: int, now: float) -> tuple[int, str | None]:
+    """How many more instances may start draining by our choice now (``max_disrupted``, or an open
+    disruption window's budget; none set: all), and the open window that set it."""
+    allowed, window = active_budget(tier.max_disrupted, tier.disruption_windows, counted, now)
+    if allowed is None:
+        return counted, None
+    return max(0, allowed - voluntary_disruptions(instances)), window
 
 
 def plan_rollout(
@@ -142,8 +150,11 @@ def plan_rollout(
     if surges + voluntary_disruptions(instances) >= max(1, tier.max_surge):
         return Plan()  # a step is under way
     counted = len(scale.counted(instances))
+    room, window = _disruption_room(tier, instances, counted, now)
+    if room < 1 and window is not None:  # a surge step ends in a drain too: an open window holds both kinds
+        return Plan(notes=[Note(name, DISRUPTION_WINDOW, f"rollout waits ({len(old)} drifted): {window}")])
     if len(instances) >= tier.max or tier.max_surge < 1:
-        if _disruption_room(tier, instances, counted) < 1:
+        if room < 1:
             return Plan()
         return Plan(rebalances=[Drain(old[0], f"rollout: runs an old server ({len(old)} drifted); drain first")])
     plan = plan_creates(name, tier, instances, 1, offers, backoffs, now, surge=True, fleet=fleet)

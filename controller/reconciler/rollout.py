@@ -8,14 +8,13 @@ what the policy needs. At ``max`` (or ``max_surge: 0``) a drifted instance drain
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from domain.instance import Instance, InstanceState
 from domain.rollout import RolloutControl
 
-__all__ = ["RolloutControl", "RolloutView", "disruption_budget", "drifted", "voluntary_disruptions"]
+__all__ = ["RolloutControl", "RolloutView", "drifted", "voluntary_disruptions"]
 
 
 @dataclass(frozen=True)
@@ -33,14 +32,6 @@ def drifted(instances: Sequence[Instance], current_hash: str) -> list[Instance]:
     upgrade would be a surprise."""
     found = [i for i in instances if i.counted and i.server_hash is not None and i.server_hash != current_hash]
     return sorted(found, key=lambda i: i.created_at)
-
-
-def disruption_budget(max_disrupted: int | float, counted: int) -> int:
-    """Instances that may be voluntarily draining at once: a count, or a fraction of the fleet (rounded
-    down, at least one)."""
-    if isinstance(max_disrupted, float):
-        return max(1, math.floor(max_disrupted * counted))
-    return max(1, max_disrupted)
 
 
 def voluntary_disruptions(instances: Sequence[Instance]) -> int:

@@ -93,3 +93,45 @@ async def test_max_disrupted_bounds_a_scale_in(make_world) -> None:
     assert sum(r.state == "draining" for r in w.rows("web", LIVE)) <= 1
     await w.run(40)
     assert len(w.rows("web", ("ready",))) == 1  # all the way down, one at a time
+
+
+# A window that is open from the world's start for an hour, every day (FakeClock starts at a fixed epoch).
+def _window_now(w: World, budget: object = 0, hours: int = 1) -> dict[str, object]:
+    from datetime import UTC, datetime
+
+    opened = datetime.fromtimestamp(w.clock.now(), UTC)
+    cron = f"{opened.minute} {opened.hour} * * *"
+    return {"cron": cron, "duration": f"{hours}h", "max_disrupted": budget}
+
+
+async def test_an_open_disruption_window_holds_scale_in_and_says_so_then_lets_it_go(make_world) -> None:
+    w: World = make_world(tiers_yaml({"web": web()}))
+    await w.bring_up("web", 4)
+    _apply(w, tiers_yaml({"web": web(disruption_windows=[_window_now(w, 0, hours=2)])}))
+    w.target("web", 1)
+    await w.run(20)
+    assert sum(r.state == "draining" for r in w.rows("web", LIVE)) == 0
+    assert len(w.rows("web", ("ready",))) == 4
+    notes = [e.message for e in w.store.events(tier="web", limit=100) if e.kind == "disruption-window"]
+    assert notes and "scale-in to 1 waits: max_disrupted 0 in the window" in notes[0]
+    w.clock.advance(2 * 3600)  # the window has closed
+    await w.run(40)
+    assert len(w.rows("web", ("ready",))) == 1
+
+
+async def test_an_open_disruption_window_holds_a_rollout_until_it_closes(make_world) -> None:
+    w: World = make_world(tiers_yaml({"web": web()}))
+    await w.bring_up("web", 3)
+    before = _servers(w)
+    window = _window_now(w, 0, hours=1)
+    changed = {"serving": {"extra_args": ["--max-num-seqs", "128"]}}
+    _apply(w, tiers_yaml({"web": web(disruption_windows=[window], **changed)}))
+    await _run_watching(w, 60)
+    assert _servers(w) == before and not any(r.surge for r in w.rows("web", LIVE))
+    assert any(
+        e.kind == "disruption-window" and "rollout waits (3 drifted)" in e.message
+        for e in w.store.events(tier="web", limit=100)
+    )
+    w.clock.advance(3600)
+    lowest, _ = await _run_watching(w, 120)
+    assert _servers(w).isdisjoint(before) and lowest >= 3
