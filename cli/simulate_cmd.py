@@ -73,6 +73,8 @@ def simulate_command(
         console = report_console()
         for table in result.report.tables():
             console.print(table)
+        for line in result.report.rollout_lines():
+            console.print(line, highlight=False)
         run = data["controller"]
         console.print(
             f"controller: {run['ticks']:,} ticks, {run['decisions']:,} decisions recorded, "

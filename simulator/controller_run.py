@@ -40,6 +40,7 @@ from simulator.cloud_events import CloudEvents
 from simulator.fleet import Fleet, TierModel, tier_models
 from simulator.fleet_signals import FleetSignals, activated_tiers
 from simulator.report import BaselineOutcome, Report, build_report
+from simulator.rollouts import RolloutClock, rollout_outcomes
 from simulator.sim_cloud import simulation_cloud
 from simulator.workloads.spec import Workload
 from tiers.config import FleetConfig
@@ -205,6 +206,7 @@ class _Run:
         self.billing: dict[str, int] = dict.fromkeys(models, 0)
         self.writes = TableWrites(engine, INSTANCES_TABLE)
         self.tier_of: dict[str, str] = {}
+        self.rollouts = RolloutClock(workload.rollouts)
 
     async def _drain_check(self, row: Instance) -> float | None:
         """What vLLM (or the Celery worker) on a draining instance still runs: the reconciler deletes it at 0."""
@@ -223,7 +225,9 @@ class _Run:
                 billed_at_start = self._billed()
             self.clock.set(self.start + t)
             self.events.apply(t)
+            self.rollouts.start_due(self.store, t, self.start + t)
             await self.reconciler.tick()
+            self.rollouts.finish_done(self.store, t)
             ticks += 1
             billed = self._sync_fleet(max(t, 0.0))
             if t >= 0:
@@ -283,6 +287,7 @@ class _Run:
 
     def _result(self, ticks: int, billed: float, billed_total: float) -> SimulationResult:
         report = build_report(self.fleet, self.workload.duration)
+        report.rollouts = rollout_outcomes(self.fleet, self.rollouts.spans(), self.workload.duration)
         per_tier: dict[str, list[float]] = {}
         for cloud in self.clouds.values():
             for name, (dollars, seconds) in cloud.billed_by_tier(

@@ -118,6 +118,21 @@ class BaselineOutcome:
     slo_attainment: float | None  # None for the oracle: a cost bound, met by construction
 
 
+@dataclass(frozen=True, slots=True)
+class RolloutOutcome:
+    """A rolling replacement during the run (the workload's ``rollouts:``): how long it took and what it did
+    to the SLO and the bill."""
+
+    tier: str
+    started_s: float  # seconds after the start
+    finished_s: float | None  # when no drifted instance was left; None: still rolling at the end
+    slo_during: float | None  # SLO attainment of the requests that arrived while it rolled
+    slo_outside: float | None  # … and of the rest of the run
+    instance_hours: float  # what the tier billed while it rolled
+    peak_billed: int  # most instances billing at once while it rolled
+    billed_before: int  # instances billing when it started
+
+
 @dataclass(slots=True)
 class Report:
     """Our run, per tier and in total, with each baseline's cost and SLO attainment."""
@@ -126,6 +141,7 @@ class Report:
     tiers: dict[str, TierOutcome]
     baselines: dict[str, dict[str, BaselineOutcome]] = field(default_factory=dict)  # tier -> name -> outcome
     timelines: dict[str, dict[str, Any]] = field(default_factory=dict)  # tier -> series arrays (for the plot)
+    rollouts: list[RolloutOutcome] = field(default_factory=list)
 
     def total(self) -> dict[str, Any]:
         tiers = list(self.tiers.values())
@@ -156,7 +172,23 @@ class Report:
                 if ref in base:
                     entry[f"cost_vs_{ref}"] = _ratio(outcome.cost, base[ref].cost)
             tiers[name] = entry
-        return {"duration_s": self.duration_s, "tiers": tiers, "total": self.total()}
+        data: dict[str, Any] = {"duration_s": self.duration_s, "tiers": tiers, "total": self.total()}
+        if self.rollouts:
+            data["rollouts"] = [asdict(r) for r in self.rollouts]
+        return data
+
+    def rollout_lines(self) -> list[str]:
+        """One line per rolling replacement of the run, for the console."""
+        lines = []
+        for r in self.rollouts:
+            minutes = None if r.finished_s is None else (r.finished_s - r.started_s) / 60
+            took = "still rolling at the end" if minutes is None else f"done in {minutes:.1f} min"
+            lines.append(
+                f"rollout {r.tier} at {r.started_s / 3600:.2f} h: {took}; SLO met {_pct(r.slo_during)} while "
+                f"rolling vs {_pct(r.slo_outside)} otherwise; billed {r.instance_hours:.1f} instance-h, "
+                f"peak {r.peak_billed} instances (from {r.billed_before})"
+            )
+        return lines
 
     def tables(self) -> tuple[Any, Any, Any]:
         """Three rich Tables that each fit 100 columns: our run per tier, the baselines, our cost ÷ theirs."""

@@ -223,12 +223,20 @@ TierLoad = Annotated[SessionsLoad | PoissonLoad | TraceLoad | BatchLoad, Field(d
 _KINDS = "sessions, poisson, trace, batch"
 
 
+class RolloutEvent(_Strict):
+    """`scalectl rollout restart TIER` at ``at`` after the start: every instance of the tier is replaced."""
+
+    tier: str
+    at: Duration = Field(ge=0)
+
+
 class Workload(_Strict):
     seed: int = 0
     start: str = DEFAULT_START
     duration: Duration = 86400.0
     tiers: dict[str, TierLoad] = Field(min_length=1)
     cloud: CloudSpec = Field(default_factory=lambda: CloudSpec.model_validate({}))
+    rollouts: list[RolloutEvent] = Field(default_factory=list)  # rolling replacements during the run
     base_dir: str = Field(".", exclude=True)  # where relative trace paths start (the workload file's folder)
 
     @field_validator("start", mode="before")
@@ -240,6 +248,18 @@ class Workload(_Strict):
         except ValueError:
             raise ValueError(f'expected an ISO time like "2026-03-16T08:00:00-04:00", got {value!r}') from None
         return text
+
+    @model_validator(mode="after")
+    def _rollouts_fit(self) -> Workload:
+        for i, event in enumerate(self.rollouts):
+            if event.tier not in self.tiers:
+                known = ", ".join(self.tiers)
+                where = f'rollouts[{i}].tier: "{event.tier}"'
+                raise ValueError(f"{where} has no load in this workload (its tiers: {known})")
+            if event.at >= self.duration:
+                where = f"rollouts[{i}].at: {event.at:g}s"
+                raise ValueError(f"{where} is not before the end of the run ({self.duration:g}s)")
+        return self
 
     @property
     def start_epoch(self) -> float:
