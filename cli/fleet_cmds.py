@@ -104,6 +104,7 @@ def register(app: typer.Typer) -> None:
         signals = dict(last.signals) if last else {}
         errors = signals.pop("errors", {})
         error_counts = signals.pop("error_counts", {})
+        held_by = signals.pop("sources", {})  # figures the activator gave (a tier at zero)
         if not any(v is not None for v in signals.values()) and not _names_a_source(specs[name]):
             errors = {**errors, "signals": _no_source()}
         data = {
@@ -113,6 +114,7 @@ def register(app: typer.Typer) -> None:
             "signals": signals,
             "signal_errors": errors,
             "signal_error_counts": error_counts,
+            "signal_sources": held_by,
             "capacity": capacity,
             "rollout": rollout,
             "instances": [
@@ -142,7 +144,8 @@ def register(app: typer.Typer) -> None:
             f"[min {specs[name].get('min')}, max {specs[name].get('max')}]  policy {policy.get('kind')}"
         )
         emit(status, Format.table, title="status")
-        emit(signals or {"(no signals recorded yet)": ""}, Format.table, title="latest signals")
+        shown_signals = {f"{k} (at the {held_by[k]})" if k in held_by else k: v for k, v in signals.items()}
+        emit(shown_signals or {"(no signals recorded yet)": ""}, Format.table, title="latest signals")
         if capacity is not None:
             shown = {k: v for k, v in capacity.items() if k != "observations"}
             emit(shown, Format.table, title="capacity per instance (target tracking)")

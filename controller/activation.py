@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from clocks import Clock
+from controller.reconciler.record import ACTIVATOR
 from controller.settings import Settings
 from serving.activator import Activator, HoldLimits
 from sources.reading import SignalSource, TierReading
@@ -23,7 +24,7 @@ from sources.spec import SignalsSpec
 from tiers.config import FleetConfig, TierSpec
 
 log = logging.getLogger("scalectl.activator")
-SOURCE = "activator"
+SOURCE = ACTIVATOR  # the source name decisions record for the figures the activator gives
 
 
 def activated(settings: Settings, name: str, tier: TierSpec) -> bool:

@@ -10,6 +10,8 @@ from controller.reconciler.decision import TierDecision
 from controller.reconciler.tick import Tick
 from sources.reading import SignalSource, TierReading
 
+ACTIVATOR = "activator"  # controller.activation.SOURCE: the figures the activator stands in for
+
 log = logging.getLogger("scalectl.reconciler")
 RECORD_EVERY = 60.0  # a decision is recorded when it changes, and at least this often
 NOTE_EVERY = 300.0  # a repeating condition's event is written again at most this often
@@ -31,6 +33,9 @@ class Recorder:
         signals: dict[str, Any] = {k: v for k, v in reading.signals.to_dict().items() if v is not None}
         if reading.errors:
             signals["errors"] = dict(reading.errors)
+        held = sorted(figure for figure, source in reading.sources.items() if source == ACTIVATOR)
+        if held:  # a tier at zero: these figures are the requests its activator holds (describe says so)
+            signals["sources"] = dict.fromkeys(held, ACTIVATOR)
         counts = getattr(self.signals, "error_counts", None)  # sources that count failures since start
         if callable(counts) and (tier_counts := counts(name)):
             signals["error_counts"] = dict(tier_counts)

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.helpers import free_port
+from tests.e2e.helpers import free_port, json_of, scalectl
 from tests.e2e.local_fleet import MODEL, Fleet, local_fleet
 from tests.private_nginx import NGINX, PrivateNginx, private_nginx
 
@@ -121,6 +121,10 @@ def test_a_tier_at_zero_wakes_on_50_streaming_requests_and_then_leaves_the_activ
         fleet.wait("the daemon at zero, routing to the activator", lambda: fleet.counts() == (0, 0, 0))
         fleet.wait("nginx configured", lambda: (nginx.conf_d / "scalectl-chat.conf").exists())
         assert "/activate/chat/" in (nginx.conf_d / "scalectl-chat.conf").read_text()
+        described = json_of(scalectl(fleet.data_dir, "describe", "tier", "chat", "-o", "json"))
+        assert described["signal_sources"]["requests_waiting"] == "activator"  # known 0 at zero, not unknown
+        assert described["signals"]["requests_waiting"] == 0
+        assert held_now(fleet) == 0
 
         first_request = time.monotonic()
         answers = concurrently(url, 50)
