@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import sqlite3
+import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from cli.output import EXIT_ERROR, EXIT_USAGE, fail
 from controller.settings import Settings
 from tiers.errors import ConfigError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # SQLAlchemy loads with the store: `status` on SQLite reads without it (status_reads)
     from controller.store.repository import Store
 
 
@@ -35,6 +35,8 @@ def _env_name(loc: tuple[int | str, ...]) -> str:
 
 
 def safe_url(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
     try:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:
@@ -42,6 +44,8 @@ def safe_url(url: str) -> str:
 
 
 def open_store(s: Settings) -> Store:
+    from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
     from controller.store.open import open_store as _open
 
     url = s.resolved_database_url()
@@ -61,5 +65,16 @@ def user_errors() -> Iterator[None]:
         yield
     except ConfigError as exc:
         fail(f"{exc}\nNothing was changed.", EXIT_USAGE)
-    except OperationalError as exc:
-        fail(f"database unavailable: {str(exc.orig or exc).splitlines()[0]}", EXIT_ERROR)
+    except sqlite3.OperationalError as exc:  # `status` reading SQLite directly: what SQLAlchemy would wrap
+        fail(f"database unavailable: {str(exc).splitlines()[0]}", EXIT_ERROR)
+    except Exception as exc:
+        if not _sqlalchemy_error(exc, "OperationalError"):
+            raise
+        fail(f"database unavailable: {str(exc.orig or exc).splitlines()[0]}", EXIT_ERROR)  # type: ignore[attr-defined]
+
+
+def _sqlalchemy_error(exc: Exception, name: str) -> bool:
+    """Whether ``exc`` is SQLAlchemy's ``name`` error, without importing SQLAlchemy: a command that never
+    loaded it cannot have raised one."""
+    module = sys.modules.get("sqlalchemy.exc")
+    return module is not None and isinstance(exc, getattr(module, name))

@@ -6,12 +6,12 @@ import json
 import sys
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
+
+if TYPE_CHECKING:  # rich loads when a table or an error is printed: `status -o json` never needs it
+    from rich.console import Console
 
 
 class Format(StrEnum):
@@ -39,6 +39,9 @@ def emit(data: Any, fmt: Format, *, columns: Sequence[str] | None = None, title:
 
         sys.stdout.write(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False))
         return
+    from rich.console import Console
+    from rich.table import Table
+
     console = Console(width=max(Console().width, 120))
     if isinstance(data, Mapping):
         rows: list[Mapping[str, Any]] = [{"field": k, "value": v} for k, v in data.items()]
@@ -64,6 +67,9 @@ def _cell(value: Any) -> str:
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print a one-paragraph error to stderr and exit with ``code``."""
+    from rich.console import Console
+    from rich.markup import escape
+
     # The message is text, not markup: "[plot]" or "[simulated]" in it must print as written.
     Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
@@ -72,5 +78,7 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
 def report_console() -> Console:
     """Where `simulate` and `tune` print their tables: the terminal's width, or 100 columns when the output
     is piped or redirected (the width the tables are laid out to fit)."""
+    from rich.console import Console
+
     console = Console()
     return console if console.is_terminal else Console(width=100)

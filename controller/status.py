@@ -1,18 +1,46 @@
 """Fleet status as plain data: one document for `scalectl status -o json|yaml` and the daemon's /v1/status,
-whose rows `scalectl status` and `describe` also print."""
+whose rows `scalectl status` and `describe` also print.
+
+The reads come from a ``FleetReads``: the store (ORM), or, for `scalectl status` on an up-to-date SQLite
+database, the same queries through the standard library's sqlite3 (controller.store.status_reads), which
+starts without importing SQLAlchemy."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
-from controller.ha.replica import ReplicaView
-from controller.store.repository import Store
-from controller.unit_cost import WINDOW, billed_in, cost_per_1k
+from controller.ha.replica_view import ReplicaView
+from controller.unit_cost import WINDOW, BilledSpan, billed_in, cost_per_1k
 from domain.instance import InstanceState
+
+if TYPE_CHECKING:
+    from policies.types import PolicyState
 
 # Columns of the status table; every instance not ready or draining counts as pending.
 COUNTS = (InstanceState.READY.value, InstanceState.PENDING.value, InstanceState.DRAINING.value)
 COLUMNS = ["tier", "desired", *COUNTS, "cost_per_hour", "cost_per_1k_requests", "capacity", "gpu"]
+
+
+class LiveInstance(Protocol):
+    """What a status row counts of an instance (an ``InstanceRecord`` is one)."""
+
+    @property
+    def tier(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def price_per_hour(self) -> float: ...
+
+
+class FleetReads(Protocol):
+    """The reads a status document is built from (``Store`` has them)."""
+
+    def tier_specs(self) -> dict[str, dict[str, Any]]: ...
+    def policy_states(self) -> Mapping[str, tuple[PolicyState, int]]: ...
+    def instances(self, *, limit: int) -> Sequence[LiveInstance]: ...
+    def requests_by_minute(self, start: float, end: float) -> dict[str, dict[int, float]]: ...
+    def instances_billed_since(self, start: float) -> Sequence[BilledSpan]: ...
 
 
 def _row(tier: str, desired: int | None, capacity: Any, gpu: Any) -> dict[str, Any]:
@@ -27,7 +55,7 @@ def _row(tier: str, desired: int | None, capacity: Any, gpu: Any) -> dict[str, A
     }
 
 
-def fleet_status(store: Store, now: float | None = None) -> list[dict[str, Any]]:
+def fleet_status(store: FleetReads, now: float | None = None) -> list[dict[str, Any]]:
     """Per tier: desired / ready / pending / draining counts, $/hour of everything that bills, and the last
     hour's cost per 1,000 requests (tasks, for Celery tiers) when ``now`` is given."""
     tiers = store.tier_specs()
@@ -46,7 +74,7 @@ def fleet_status(store: Store, now: float | None = None) -> list[dict[str, Any]]
     return [rows[name] for name in sorted(rows)]
 
 
-def _unit_costs(store: Store, rows: dict[str, dict[str, Any]], now: float) -> None:
+def _unit_costs(store: FleetReads, rows: dict[str, dict[str, Any]], now: float) -> None:
     start = now - WINDOW
     counted = store.requests_by_minute(start, now)
     spans: dict[str, list[tuple[float, float | None, float]]] = {}
@@ -87,7 +115,7 @@ def replicas_status(view: ReplicaView, now: float, stale_after: float) -> dict[s
 
 
 def status_document(
-    store: Store, view: ReplicaView, now: float, stale_after: float, *, world_now: float | None = None
+    store: FleetReads, view: ReplicaView, now: float, stale_after: float, *, world_now: float | None = None
 ) -> dict[str, Any]:
     """What `scalectl status -o json` prints and `GET /v1/status` answers: the tiers' rows, the leader and
     the replicas (built here once, so the two can never drift apart). ``now`` is the wall clock (leases

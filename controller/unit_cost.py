@@ -4,9 +4,20 @@ in it, divided by the requests its signals counted in it. Pure; the store suppli
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 WINDOW = 3600.0  # the last hour
 MIN_COVERAGE = 0.5  # at least half the window's minutes must have a reading, or the answer is unknown
+
+
+@dataclass(frozen=True, slots=True)
+class BilledSpan:
+    """An instance that billed: its tier, from when, until when (None: still billing), at what $/hour."""
+
+    tier: str
+    launched: float
+    ended: float | None
+    price_per_hour: float
 
 
 def billed_in(spans: Iterable[tuple[float, float | None, float]], start: float, end: float) -> float:

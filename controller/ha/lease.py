@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass
 
 DEFAULT_TTL = 10.0
+GLOBAL_LEASE = "global"  # the one lease the daemons elect their leader with
 # The holder stops acting after this share of the TTL without a successful renewal; renewals are tried
 # every ``RENEW_EVERY`` of the TTL, so two renewals may fail before it steps down.
 RENEW_DEADLINE_SHARE = 2 / 3

@@ -16,11 +16,10 @@ from sqlalchemy import CursorResult, Engine, delete, insert, select, text, updat
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from controller.ha.lease import Identity, LeadershipLost, Lease, Term
+from controller.ha.lease import GLOBAL_LEASE, Identity, LeadershipLost, Lease, Term
 from controller.store.models import LeaderLeaseRecord, ReplicaRecord
 
 log = logging.getLogger(__name__)
-GLOBAL_LEASE = "global"
 
 
 class LeaseStore:

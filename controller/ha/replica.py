@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -17,20 +16,14 @@ from sqlalchemy.orm import Session
 from clocks import Clock
 from controller.ha.elector import LeaderElector, LeadershipChange
 from controller.ha.file_lock import SqliteDaemonLock, sqlite_path
-from controller.ha.lease import Identity, Lease, renew_interval
-from controller.ha.lease_store import GLOBAL_LEASE, LeaseStore, lease_of
+from controller.ha.lease import GLOBAL_LEASE, Identity, renew_interval
+from controller.ha.lease_store import LeaseStore, lease_of
+from controller.ha.replica_view import ReplicaSeen, ReplicaView
 from controller.store.errors import one_line
 from controller.store.models import EventRecord, LeaderLeaseRecord, ReplicaRecord
 
 log = logging.getLogger("scalectl.ha")
-
-
-@dataclass(frozen=True)
-class ReplicaView:
-    """What `scalectl status` and /v1/status show about the replicas."""
-
-    leader: Lease | None
-    replicas: list[ReplicaRecord]
+__all__ = ["Replica", "ReplicaView", "read_replicas"]
 
 
 class Replica:
@@ -101,6 +94,9 @@ class Replica:
 def read_replicas(engine: Engine) -> ReplicaView:
     """The lease and every replica's heartbeat, as stored (for status; no lease rules applied)."""
     with Session(engine) as s:
-        rows = list(s.scalars(select(ReplicaRecord).order_by(ReplicaRecord.started_at)))
+        rows = [
+            ReplicaSeen(r.holder, r.host, r.pid, r.started_at, r.seen_at, r.http)
+            for r in s.scalars(select(ReplicaRecord).order_by(ReplicaRecord.started_at))
+        ]
         lease = s.get(LeaderLeaseRecord, GLOBAL_LEASE)
         return ReplicaView(lease_of(lease) if lease is not None else None, rows)

@@ -3,34 +3,15 @@ than most commands take to run, so an up-to-date database (the usual case) is re
 
 from __future__ import annotations
 
-import ast
-import re
-from pathlib import Path
-
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
-import migrations
 from controller.settings import Settings
 from controller.store.db import make_engine
 from controller.store.repository import Store
+from controller.store.revisions import script_heads
 
-_ASSIGNMENT = re.compile(r"^(revision|down_revision)\s*(?::[^=]+)?=\s*(.+?)\s*$", re.MULTILINE)
-
-
-def script_heads(versions: Path | None = None) -> set[str]:
-    """The head revisions of the migration scripts, read from their source without importing Alembic."""
-    folder = versions or Path(migrations.__file__).parent / "versions"
-    revisions: set[str] = set()
-    parents: set[str] = set()
-    for script in folder.glob("*.py"):
-        found = {m.group(1): m.group(2) for m in _ASSIGNMENT.finditer(script.read_text(encoding="utf-8"))}
-        if "revision" not in found:
-            continue
-        revisions.add(ast.literal_eval(found["revision"]))
-        down = ast.literal_eval(found.get("down_revision", "None"))
-        parents.update([down] if isinstance(down, str) else list(down or ()))
-    return revisions - parents
+__all__ = ["database_revisions", "open_store", "script_heads"]
 
 
 def database_revisions(engine: Engine) -> set[str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,7 +22,9 @@ from controller.store.models import (
     RolloutRecord,
     TierRequestsRecord,
 )
+from controller.store.stored_config import parse_stored, tier_spec_json
 from controller.store.unit_of_work import UnitOfWork, save_policy_state
+from controller.unit_cost import BilledSpan
 from domain.instance import InstanceState
 from domain.rollout import RolloutControl
 from policies.types import PolicyState
@@ -34,16 +35,8 @@ if TYPE_CHECKING:  # the tiers-file models load lazily: read-only commands (`sca
 R = TypeVar("R", DecisionRecord, EventRecord)
 
 
-@dataclass(frozen=True, slots=True)
-class BilledSpan:
-    tier: str
-    launched: float
-    ended: float | None
-    price_per_hour: float
-
-
 REQUEST_COUNTS_KEPT = 86400.0  # seconds of per-minute request counts kept (the last hour is what is read)
-__all__ = ["LIVE_STATES", "Store", "TierChange", "diff_config", "tier_spec_json"]
+__all__ = ["LIVE_STATES", "BilledSpan", "Store", "TierChange", "diff_config", "tier_spec_json"]
 
 
 @functools.cache
@@ -57,12 +50,6 @@ class TierChange:
     change: str  # "added" | "changed" | "removed" | "unchanged"
     before: dict[str, Any] | None
     after: dict[str, Any] | None
-
-
-def tier_spec_json(spec: TierSpec) -> dict[str, Any]:
-    """The canonical stored form of a tier (also what `diff` compares)."""
-    data: dict[str, Any] = json.loads(spec.model_dump_json(by_alias=True))
-    return data
 
 
 def diff_config(current: dict[str, dict[str, Any]], fleet: FleetConfig) -> list[TierChange]:
@@ -84,11 +71,7 @@ def diff_config(current: dict[str, dict[str, Any]], fleet: FleetConfig) -> list[
 
 
 def _parse_version(version: ConfigVersion | None) -> FleetConfig | None:
-    if version is None:
-        return None
-    from tiers.config import parse_config
-
-    return parse_config(version.text, f"stored config v{version.version}")
+    return None if version is None else parse_stored(version.text, version.version)
 
 
 class NoticeMismatch(ValueError):

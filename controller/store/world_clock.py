@@ -4,9 +4,10 @@ same frame as the daemon that wrote them (a demo under ``--speed 60`` runs an ho
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from controller.store.models import WorldClockRecord
-from controller.store.repository import Store
+if TYPE_CHECKING:  # the ORM loads with the store; `scalectl status` on SQLite uses WorldClock alone
+    from controller.store.repository import Store
 
 DAEMON = "daemon"
 
@@ -30,6 +31,8 @@ class WorldClock:
 
 
 def publish(store: Store, *, speed: float, world: float, wall: float, running: bool = True) -> None:
+    from controller.store.models import WorldClockRecord
+
     with store.sessions.begin() as s:
         row = s.get(WorldClockRecord, DAEMON)
         if row is None:
@@ -39,6 +42,8 @@ def publish(store: Store, *, speed: float, world: float, wall: float, running: b
 
 
 def read(store: Store) -> WorldClock | None:
+    from controller.store.models import WorldClockRecord
+
     with store.sessions() as s:
         row = s.get(WorldClockRecord, DAEMON)
         if row is None:

@@ -1,5 +1,6 @@
 """`scalectl <command>` imports only that command's module: `status` on an up-to-date database loads neither
-Alembic, the simulator, the provider adapters nor the signal readers (bench/bench_cli_start.py times it)."""
+Alembic, the simulator, the provider adapters nor the signal readers, and on SQLite not even SQLAlchemy or
+rich (bench/bench_cli_start.py times it)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from controller.store.migrate import head_revision
 from controller.store.open import script_heads
 
 ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "tiers.yaml"
 PROBE = """
 import json, sys
 from cli.main import main
@@ -23,7 +25,10 @@ try:
     main()
 except SystemExit:
     pass
-heavy = ("alembic", "simulator", "numpy", "providers", "httpx", "redis", "celery", "tiers.config")
+heavy = (
+    "alembic", "simulator", "numpy", "providers", "httpx", "redis", "celery", "tiers.config", "sqlalchemy",
+    "rich", "matplotlib", "optuna",
+)
 print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
 """
 
@@ -39,8 +44,15 @@ def _loaded(tmp_path: Path, *args: str) -> list[str]:
 
 def test_status_on_an_up_to_date_database_loads_nothing_heavy(tmp_path: Path) -> None:
     assert "alembic" in _loaded(tmp_path, "status")  # a new database: migrated once
-    assert _loaded(tmp_path, "status") == []
+    assert _loaded(tmp_path, "status") == ["rich"]  # the table needs rich, SQLite needs no SQLAlchemy
+    assert _loaded(tmp_path, "status", "-o", "json") == []
     assert "simulator" in _loaded(tmp_path, "simulate", "--help")  # the probe can see heavy imports
+
+
+def test_status_of_an_applied_config_parses_it_and_loads_nothing_else_heavy(tmp_path: Path) -> None:
+    assert "sqlalchemy" in _loaded(tmp_path, "apply", "-f", str(EXAMPLE))
+    # The tiers-file models validate the stored config; the store is read with sqlite3, no SQLAlchemy.
+    assert _loaded(tmp_path, "status", "-o", "json") == ["providers", "tiers.config"]
 
 
 def test_the_command_map_names_every_registered_command() -> None:
