@@ -13,6 +13,11 @@ Observations go into bins of 5% of the prior, as good/bad weights that halve eve
   not a spike's first seconds);
 - clamped to [0.1×, 2×] the prior, and the reason says so.
 
+Small fleets also keep bins of their own (1, 2, 3 and 4 ready instances): one server carries a bursty
+load worse than each of twenty behind a balancer at the same average, so a capacity learned on a large
+fleet can be too much for one or two. ``small_fleet_capacity`` is the load per instance at which a fleet of
+that size breached (None until it has), and target tracking never scales in to a small fleet beyond it.
+
 A breach at a load under a fifth of the prior says nothing about capacity (a long prompt, a cold cache):
 too little load to tell, not filed. Nor is a good TTFT while requests queue (more than 5% of the load
 waiting): the TTFT window lags a load that just rose, and the breach is on its way. The bins live in
@@ -37,6 +42,7 @@ QUEUEING = 0.05  # more of the load than this waiting: a good TTFT is the window
 GOOD_SHARE = 0.25  # a bin is good when at most this share of it breached
 CLAMP = (0.1, 2.0)
 
+SMALL_FLEET = 4  # fleets of up to this many ready instances keep bins of their own
 _PRIOR, _READY, _READY_SINCE, _LAST = "cap.prior", "cap.ready", "cap.ready_since", "cap.t"
 
 
@@ -48,12 +54,16 @@ class CapacityEstimate:
     text: str  # for reasons and `describe tier`
 
 
-def _good_key(i: int) -> str:
-    return f"cap.b{i}.good"
+def _good_key(i: int, size: int = 0) -> str:
+    return f"cap.b{i}.good" if not size else f"cap.s{size}.b{i}.good"
 
 
-def _bad_key(i: int) -> str:
-    return f"cap.b{i}.bad"
+def _bad_key(i: int, size: int = 0) -> str:
+    return f"cap.b{i}.bad" if not size else f"cap.s{size}.b{i}.bad"
+
+
+def _binned(key: str) -> bool:
+    return key.startswith(("cap.b", "cap.s"))
 
 
 def observe(
@@ -86,27 +96,41 @@ def observe(
     last = out.get(_LAST)
     if last is not None and now > last:
         factor = 0.5 ** ((now - last) / HALF_LIFE_S)
-        for key in [k for k in out if k.startswith("cap.b")]:
+        for key in [k for k in out if _binned(k)]:
             out[key] = round(out[key] * factor, 4)
     out[_LAST] = now
     i = min(MAX_BIN, int(share / BIN))
-    key = _bad_key(i) if breached else _good_key(i)
-    out[key] = out.get(key, 0.0) + 1.0
+    for size in (0, ready) if ready <= SMALL_FLEET else (0,):
+        key = _bad_key(i, size) if breached else _good_key(i, size)
+        out[key] = out.get(key, 0.0) + 1.0
     return out
 
 
-def _bins(learned: Mapping[str, float]) -> list[tuple[int, float, float]]:
-    """(bin, good weight, bad weight) of the well-observed bins, lowest load first."""
+def _bins(learned: Mapping[str, float], size: int = 0) -> list[tuple[int, float, float]]:
+    """(bin, good weight, bad weight) of the well-observed bins, lowest load first: of every fleet size, or
+    (``size``) of fleets of that many ready instances."""
+    prefix = "cap.b" if not size else f"cap.s{size}.b"
     found = set()
     for key in learned:
-        if key.startswith("cap.b"):
-            found.add(int(key[5:].split(".", 1)[0]))
+        if key.startswith(prefix):
+            found.add(int(key[len(prefix) :].split(".", 1)[0]))
     rows = []
     for i in sorted(found):
-        good, bad = learned.get(_good_key(i), 0.0), learned.get(_bad_key(i), 0.0)
+        good, bad = learned.get(_good_key(i, size), 0.0), learned.get(_bad_key(i, size), 0.0)
         if good + bad >= MIN_WEIGHT:
             rows.append((i, good, bad))
     return rows
+
+
+def small_fleet_capacity(learned: Mapping[str, float], prior: float, size: int) -> float | None:
+    """The load per instance at which a fleet of ``size`` ready instances breached the target: the lowest
+    well-observed bin of that size that mostly breached; None for a larger fleet, or one never seen breach."""
+    if not 1 <= size <= SMALL_FLEET or learned.get(_PRIOR) != prior:
+        return None
+    for i, good, bad in _bins(learned, size):
+        if bad > GOOD_SHARE * (good + bad):
+            return max(i * BIN * prior, CLAMP[0] * prior)
+    return None
 
 
 def _held_above_prior(rows: list[tuple[int, float, float]]) -> int | None:

@@ -20,6 +20,7 @@ import math
 from dataclasses import replace
 
 from policies.capacity import (
+    SMALL_FLEET,
     CapacityEstimate,
     estimate,
     fast_rate,
@@ -27,6 +28,7 @@ from policies.capacity import (
     observe_fast_rate,
     observe_service_time,
     service_time,
+    small_fleet_capacity,
 )
 from policies.common import ceil_count, dur, latency, num
 from policies.load import Load, load_of, offered, rate_text
@@ -114,10 +116,11 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     svc = service_time(state.learned)
     asked = offered(load, svc)
     assert asked is not None
-    need = max(floor, ceil_count(asked / per))
+    need = _small_fleet(rules, state, cap, asked, max(floor, ceil_count(asked / per)), current)
     basis = _basis(load, cap, svc, rules.target_utilization)
     state = state.with_condition(KNOWN, True, now).with_condition(IDLE, load.idle, now)
     keep = max(floor, ceil_count(asked * (1 + rules.tolerance) / per))
+    keep = _small_fleet(rules, state, cap, asked * (1 + rules.tolerance), keep, current)
     state = _window(state, now, keep, rules.stabilization)
 
     breach = _breach(rules, inp, per, need, svc)
@@ -141,6 +144,21 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
         state = _since(state, SCALED_IN, now)
         return Decision(floor, f"no work at all for {dur(idle_for)} → floor {floor}", state, load.in_flight)
     return _scale_in(rules, floor, inp, state, need, basis, load)
+
+
+def _small_fleet(
+    rules: ReactiveRules, state: PolicyState, cap: CapacityEstimate, asked: float, need: int, current: int
+) -> int:
+    """A scale-in to a small fleet stops at the size that has not breached at this load per instance: one or
+    two servers carry a bursty load worse than a large fleet's average says (policies/capacity.py)."""
+    if not rules.learn_capacity:
+        return need
+    while 1 <= need < current and need <= SMALL_FLEET:
+        breached = small_fleet_capacity(state.learned, cap.prior, need)
+        if breached is None or asked / need <= breached * rules.target_utilization:
+            return need
+        need += 1
+    return need
 
 
 def _basis(load: Load, cap: CapacityEstimate, svc: float | None, utilisation: float) -> str:

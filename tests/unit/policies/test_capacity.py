@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from policies.capacity import BIN, SETTLE_S, estimate, observe
+from policies.capacity import BIN, SETTLE_S, estimate, observe, small_fleet_capacity
 from policies.types import PolicyState
 
 PRIOR = 100.0
@@ -124,3 +124,22 @@ def test_a_few_good_windows_above_the_prior_do_not_raise_it() -> None:
     assert estimate(learned, PRIOR).per_instance == PRIOR
     learned = learn([90.0] * 100 + [130.0] * 40, knee_at(1000))
     assert estimate(learned, PRIOR).per_instance == pytest.approx(135.0)
+
+
+def test_a_small_fleet_keeps_its_own_breach_point() -> None:
+    """Twenty instances held 110 per instance; one instance breached from 70: the pooled knee is the large
+    fleet's, and the one-instance breach point is its own."""
+    learned = learn(sweep(40, 160), knee_at(120), ready=20)
+    assert small_fleet_capacity(learned, PRIOR, 1) is None  # never seen at one instance
+    t = 10_000.0
+    learned = observe(learned, now=t, prior=PRIOR, load=80.0, ready=1, ttft=None, target=TARGET)  # settles
+    for step in range(1, 30):
+        load = 50.0 if step % 2 else 80.0  # at 50 it held, at 80 it breached
+        learned = observe(
+            learned, now=t + SETTLE_S + step * 10, prior=PRIOR, load=load, ready=1,
+            ttft=0.2 if load < 70 else 2.0, target=TARGET,
+        )  # fmt: skip
+    assert small_fleet_capacity(learned, PRIOR, 1) == pytest.approx(80.0)
+    assert small_fleet_capacity(learned, PRIOR, 2) is None
+    assert small_fleet_capacity(learned, PRIOR, 20) is None  # not a small fleet: the pooled estimate rules
+    assert 115 <= estimate(learned, PRIOR).per_instance <= 120  # the pooled knee barely moved

@@ -195,3 +195,26 @@ def test_a_breach_sizes_its_backlog_to_drain_in_two_minutes_once_the_service_tim
     # 3,000 waiting ÷ (34 req/s per instance × 120 s) → +1, not 3,000 ÷ 85 = +36 instances
     assert decision.desired == 11
     assert "TTFT p95 4000ms > 500ms with 3000 waiting: +1 → 11" in decision.reason
+
+
+def test_scale_in_stops_at_a_small_fleet_size_that_breached_at_this_load() -> None:
+    """A large fleet's capacity says one instance carries the night; one instance breached there before,
+    so the scale-in stops at two (and says nothing new: the reason is the window's)."""
+    from dataclasses import replace
+
+    from policies.capacity import observe
+    from tests.unit.policies.helpers import T0
+
+    learned: dict[str, float] = {}
+    for i in range(12):  # an hour ago: one instance, settled, breaching at 60 in flight (the prior is 100)
+        learned = observe(learned, now=T0 - 3600 + i * 70.0, prior=100, load=60.0, ready=1, ttft=2.0, target=0.5)
+    fields = {**PLAIN, "floor": 1, "learn_capacity": True, "stabilization": 60, "scale_in_period": 15}
+    run = Runner(spec(**fields), bounds=Bounds(min=1, max=40), current=2)
+    run.state = replace(run.state, learned=learned)
+    for t in range(0, 400, 10):
+        run.tick(t, **vllm(60))  # need 1 by the pooled capacity (85 per instance)
+    assert run.current == 2
+    fresh = Runner(spec(**fields), bounds=Bounds(min=1, max=40), current=2)
+    for t in range(0, 400, 10):
+        fresh.tick(t, **vllm(60))
+    assert fresh.current == 1  # without that memory it goes to one
