@@ -127,6 +127,26 @@ class ScaleToZeroPolicy(_Strict):
     max_wait: Duration | None = Field(None, gt=0)
 
 
+def cron_expression(value: str) -> str:
+    """A 5-field cron expression croniter reads, or a ValueError that shows one."""
+    from croniter import croniter
+
+    if not croniter.is_valid(value):
+        raise ValueError(f'expected a 5-field cron expression like "0 8 * * mon-fri", got {value!r}')
+    return value
+
+
+def iana_timezone(value: str) -> str:
+    """An IANA time zone name zoneinfo knows, or a ValueError that shows one."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f'expected an IANA timezone like "America/New_York", got {value!r}') from exc
+    return value
+
+
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 
 
@@ -138,14 +158,7 @@ class ScheduleWindow(_Strict):
     instances: int = Field(ge=0)
     timezone: str = "UTC"
 
-    @field_validator("cron")
-    @classmethod
-    def _cron_parses(cls, value: str) -> str:
-        from croniter import croniter
-
-        if not croniter.is_valid(value):
-            raise ValueError(f'expected a 5-field cron expression like "0 8 * * mon-fri", got {value!r}')
-        return value
+    _cron_parses = field_validator("cron")(lambda v: cron_expression(v))
 
     @field_validator("until")
     @classmethod
@@ -155,16 +168,7 @@ class ScheduleWindow(_Strict):
             raise ValueError(f'expected a time of day like "18:00", got {value!r}')
         return text
 
-    @field_validator("timezone")
-    @classmethod
-    def _timezone_exists(cls, value: str) -> str:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f'expected an IANA timezone like "America/New_York", got {value!r}') from exc
-        return value
+    _timezone_exists = field_validator("timezone")(lambda v: iana_timezone(v))
 
 
 class SeasonalForecast(_Strict):

@@ -13,12 +13,13 @@ import math
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from croniter import croniter
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from policies.durations import Duration, format_duration
+from policies.spec import cron_expression, iana_timezone
 
 Budget = int | float  # a count, or a fraction of the counted instances
 
@@ -57,21 +58,8 @@ class DisruptionWindow(BaseModel):
     timezone: str = "UTC"
     max_disrupted: int | float = 0  # while open; 0: no voluntary disruption
 
-    @field_validator("cron")
-    @classmethod
-    def _cron_parses(cls, value: str) -> str:
-        if not croniter.is_valid(value):
-            raise ValueError(f'expected a 5-field cron expression like "0 9 * * mon-fri", got {value!r}')
-        return value
-
-    @field_validator("timezone")
-    @classmethod
-    def _timezone_exists(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f'expected an IANA timezone like "America/New_York", got {value!r}') from exc
-        return value
+    _cron_parses = field_validator("cron")(lambda v: cron_expression(v))
+    _timezone_exists = field_validator("timezone")(lambda v: iana_timezone(v))
 
     @field_validator("max_disrupted", mode="before")
     @classmethod

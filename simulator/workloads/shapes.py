@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Annotated, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from policies.durations import Duration
+from policies.spec import iana_timezone
 from simulator.requests import FloatArray
 
 _HHMM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
@@ -31,11 +32,7 @@ def _hhmm_seconds(text: str) -> float:
 
 
 def _check_timezone(value: str) -> str:
-    try:
-        ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f'expected an IANA timezone like "America/New_York", got {value!r}') from exc
-    return value
+    return iana_timezone(value)
 
 
 @lru_cache(maxsize=200_000)

@@ -14,27 +14,12 @@ from policies.types import Signals
 from serving.activator import Activator, HoldLimits
 from sources.reading import TierReading
 from sources.spec import SignalsSpec
+from tests.builders import fleet, min_floor, tier, tiers_yaml
 from tiers.config import parse_config
 from tiers.errors import ConfigError
 
-TIERS = """
-tiers:
-  chat:
-    capacity: on-demand
-    gpu: H100-SXM5-80GB
-    providers: [simulated]
-    min: 0
-    max: 4
-    policy: {kind: min-floor, floor: 0}
-    activator: {max_held: 7, max_wait: 90s}
-  batch:
-    capacity: on-demand
-    gpu: H100-SXM5-80GB
-    providers: [simulated]
-    min: 0
-    max: 4
-    policy: {kind: min-floor, floor: 0}
-"""
+CHAT = {"activator": {"max_held": 7, "max_wait": "90s"}}
+TIERS = tiers_yaml({"chat": tier(policy=min_floor(0), **CHAT), "batch": tier(policy=min_floor(0))})
 
 
 class Unknown:
@@ -59,22 +44,22 @@ def settings(**overrides: object) -> Settings:
 
 
 def test_only_a_routed_tier_with_a_listen_address_is_activated() -> None:
-    fleet = parse_config(TIERS, "t.yaml")
-    chat, batch = fleet.tiers["chat"], fleet.tiers["batch"]
+    config = parse_config(TIERS, "t.yaml")
+    chat, batch = config.tiers["chat"], config.tiers["batch"]
     assert activated(settings(), "chat", chat)
     assert not activated(settings(), "batch", batch)  # no generated server block to send it to us
     assert not activated(settings(routing="none"), "chat", chat)
-    off = parse_config(TIERS.replace("max_held: 7", "enabled: false, max_held: 7"), "t.yaml")
+    off = fleet({"chat": tier(policy=min_floor(0), activator={"enabled": False})})
     assert not activated(settings(), "chat", off.tiers["chat"])
 
 
 def test_gates_follow_the_config() -> None:
     activator = Activator()
-    fleet = parse_config(TIERS, "t.yaml")
-    sync_gates(activator, settings(), fleet)
+    config = parse_config(TIERS, "t.yaml")
+    sync_gates(activator, settings(), config)
     assert activator.tiers() == ["chat"]
     assert activator.held("chat") == 0 and activator.held("batch") is None
-    sync_gates(activator, settings(routing_listen={}), fleet)
+    sync_gates(activator, settings(routing_listen={}), config)
     assert activator.tiers() == []
 
 
@@ -130,10 +115,10 @@ async def test_a_tier_not_activated_stays_unknown() -> None:
 
 def test_the_tier_file_checks_activator_fields() -> None:
     with pytest.raises(ConfigError) as err:
-        parse_config(TIERS.replace("max_held: 7", "max_held: 0"), "t.yaml")
+        fleet({"chat": tier(policy=min_floor(0), activator={"max_held": 0})})
     assert 'tier "chat": activator.max_held' in str(err.value)
     with pytest.raises(ConfigError) as err:
-        parse_config(TIERS.replace("max_wait: 90s", "max_wiat: 90s"), "t.yaml")
+        fleet({"chat": tier(policy=min_floor(0), activator={"max_wiat": "90s"})})
     assert "activator.max_wiat" in str(err.value) and "unknown field" in str(err.value)
 
 

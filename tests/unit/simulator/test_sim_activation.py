@@ -8,19 +8,10 @@ from sqlalchemy import select
 from controller.store.models import InstanceRecord
 from simulator.controller_run import RunOptions, SimulationResult, simulate
 from simulator.workloads.spec import parse_workload
+from tests.builders import min_floor, tier, tiers_yaml
 from tiers.config import parse_config
 
-TIERS = """
-tiers:
-  chat:
-    capacity: on-demand
-    gpu: H100-SXM5-80GB
-    providers: [simulated]
-    min: 0
-    max: 4
-    serving: {target_concurrency: 100}
-    policy: {kind: min-floor, floor: 0, idle_after: 5m}
-"""
+TIERS = tiers_yaml({"chat": tier(max=4, serving={"target_concurrency": 100}, policy=min_floor(0, idle_after="5m"))})
 
 # Nothing for 20 minutes, then 40 minutes of traffic, then quiet again.
 WORKLOAD = """
@@ -65,7 +56,8 @@ def test_a_tier_at_zero_wakes_on_its_first_requests_and_returns_to_zero() -> Non
 
 
 def test_without_the_activator_a_tier_at_zero_stays_blind() -> None:
-    result = run(TIERS.replace("    policy:", "    activator: {enabled: false}\n    policy:"))
+    blind = tier(max=4, activator={"enabled": False}, policy=min_floor(0, idle_after="5m"))
+    result = run(tiers_yaml({"chat": blind}))
     chat = result.report.tiers["chat"]
     assert chat.peak_instances == 0
     assert result.events.get("launched", 0) == 0

@@ -9,20 +9,11 @@ from sqlalchemy import select
 from controller.store.models import InstanceRecord
 from simulator.controller_run import RunOptions, SimulationResult, simulate
 from simulator.workloads.spec import parse_workload
+from tests.builders import min_floor, tier, tiers_yaml
 from tiers.config import parse_config
 from tiers.errors import ConfigError
 
-TIERS = """
-tiers:
-  chat:
-    capacity: on-demand
-    gpu: H100-SXM5-80GB
-    providers: [simulated]
-    min: 3
-    max: 8
-    serving: {target_concurrency: 100}
-    policy: {kind: min-floor, floor: 3}
-"""
+TIERS = tiers_yaml({"chat": tier(min=3, max=8, serving={"target_concurrency": 100}, policy=min_floor(3))})
 
 WORKLOAD = """
 seed: 3
