@@ -1,13 +1,22 @@
-"""Daemon settings: environment variables with the SCALECTL_ prefix (and DATABASE_URL), one typed object."""
+"""Daemon settings: environment variables with the SCALECTL_ prefix (and DATABASE_URL), one typed object.
+
+Each field ``name`` is read from ``SCALECTL_<NAME>`` unless given as an argument; lists and maps are JSON
+(``SCALECTL_ROUTING_LISTEN='{"chat": "8080"}'``). A plain pydantic model reads them, not pydantic-settings:
+every `scalectl` command builds these settings, and that library's import cost more than the rest of
+`scalectl status` together.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import typing
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ENV_PREFIX = "SCALECTL_"
 
 
 def default_data_dir() -> Path:
@@ -16,14 +25,18 @@ def default_data_dir() -> Path:
     return Path(base) / "scalectl"
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SCALECTL_", extra="ignore")
+def _is_json(annotation: Any) -> bool:
+    """Lists and maps (possibly optional) come from the environment as JSON."""
+    origin = typing.get_origin(annotation)
+    if origin in (list, dict):
+        return True
+    return any(_is_json(arg) for arg in typing.get_args(annotation)) if origin is not None else False
 
-    database_url: str | None = Field(
-        None,
-        validation_alias=AliasChoices("SCALECTL_DATABASE_URL", "DATABASE_URL"),
-        description="SQLAlchemy URL; default: SQLite file in data_dir",
-    )
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    database_url: str | None = Field(None, description="SQLAlchemy URL; default: SQLite file in data_dir")
     data_dir: Path = Field(default_factory=default_data_dir)
     cluster: str = Field("sc", pattern=r"^[a-z0-9]{1,12}$", description="Key prefix that marks our instances")
     tick_interval: float = Field(5.0, gt=0, description="Seconds between reconcile ticks")
@@ -64,6 +77,30 @@ class Settings(BaseSettings):
         None,
         description="host:port where nginx reaches each replica's activator; default: this daemon's HTTP address",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_environment(cls, data: Any) -> Any:
+        """Fields not given as arguments come from ``SCALECTL_<NAME>`` (the database URL also from
+        ``DATABASE_URL``); a list or map that is not JSON is an error naming the variable."""
+        given = dict(data) if isinstance(data, dict) else {}
+        for name, field in cls.model_fields.items():
+            if name in given:
+                continue
+            var = ENV_PREFIX + name.upper()
+            value = os.environ.get(var)
+            if value is None and name == "database_url":
+                var, value = "DATABASE_URL", os.environ.get("DATABASE_URL")
+            if value is None:
+                continue
+            if _is_json(field.annotation):
+                try:
+                    given[name] = json.loads(value)
+                except ValueError:
+                    raise ValueError(f"{var}: expected JSON (a list or a map), got {value!r}") from None
+            else:
+                given[name] = value
+        return given
 
     def resolved_database_url(self) -> str:
         if self.database_url:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from simulator.baselines import (
@@ -139,3 +140,28 @@ def test_baselines_run_on_the_same_fleet_model(setup) -> None:
         assert static.slo_attainment is not None and static.slo_attainment > 0.95, name
         assert reactive.slo_attainment is not None
         assert reactive.cost > 0
+
+
+def test_a_bursty_trace_sizes_each_minute_for_its_busiest_ten_seconds(tier, tmp_path) -> None:
+    """Every minute of this trace sends its 1,800 requests within 10 s: the oracle needs what those 10 s ask
+    for (180 req/s), not the minute's average (30 req/s), or no fleet it describes could hold the SLO."""
+    from datetime import datetime, timedelta
+
+    start = datetime(2023, 11, 16, 18, 0, 0)
+    rows = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
+    for minute in range(10):
+        for i in range(1800):
+            stamp = start + timedelta(minutes=minute, seconds=i / 180)
+            rows.append(f"{stamp:%Y-%m-%d %H:%M:%S.%f},1500,40")
+    (tmp_path / "bursts.csv").write_text("\n".join(rows) + "\n")
+    w = parse_workload(
+        "seed: 1\nduration: 10m\ntiers:\n  code:\n    kind: trace\n    path: bursts.csv\n    format: azure\n"
+        "    ttft_target: 500ms\n"
+    ).model_copy(update={"base_dir": str(tmp_path)})
+    model = tier_models(w, {"code": tier()})["code"]
+    _grid, need = need_timeline(w, model)
+    assert model.profile is not None and model.load.kind == "trace"  # type: ignore[union-attr]
+    per_instance = capacity_for(model.profile, model.load, w, quantile=0.995).per_instance
+    full = need[1:-1]  # the first and last minutes may split a burst
+    assert set(full.tolist()) <= {np.ceil(180.0 / per_instance), np.ceil(180.0 / per_instance) + 1}
+    assert full.min() >= 3 * np.ceil(30.0 / per_instance)  # what the minute's average asks for is far less
