@@ -1,7 +1,8 @@
 """The daemon as a process, killed with SIGKILL again and again at random moments while a steered tier
 grows and shrinks, against local servers that speak Spheron's and RunPod's APIs, each account already
-holding over a thousand old deployments (ours land on the last page). After every restart the fleet
-converges; at the end nothing of ours runs untracked and no key was ever created twice."""
+holding over a thousand old deployments (ours land on the last page). Every fifth restart runs until the fleet
+has converged, and must within two ticks of its first tick (the others are killed at random moments, before,
+inside and between ticks); at the end nothing of ours runs untracked and no key was ever created twice."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ OLD = 1_050  # old deployments in the account: eleven pages of a hundred, ours o
 PREFIX = "sc-"
 LIVE_STATES = ("pending", "provisioning", "bootstrapping", "ready")
 TICK = 0.5
+MEASURE_EVERY = (
+    5  # every fifth restart runs until it converges (its convergence is measured), the rest are killed at random
+)
 
 
 @dataclass
@@ -118,6 +122,25 @@ def ticks_done(port: int) -> float:
     return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith("scalectl_ticks_total{"))
 
 
+def ticks_to_converge(account: Account, data: Path, port: int, want: int) -> float:
+    """Ticks from the daemon's first tick until every machine of ours is tracked and only those (bounded)."""
+    deadline = time.monotonic() + 60
+    first_tick = None
+    while time.monotonic() < deadline:
+        try:
+            ticks = ticks_done(port)
+        except httpx.HTTPError:
+            time.sleep(0.1)
+            continue
+        if ticks >= 1 and first_tick is None:
+            first_tick = ticks
+        if first_tick is not None and converged(account, data, want):
+            return ticks_done(port) - first_tick
+        time.sleep(0.05)
+    assert first_tick is not None, daemon_log(data).read_text()[-3000:]
+    raise AssertionError(f"not converged 60 s after a restart: ours {account.ours_live()}, rows {live_rows(data)}")
+
+
 def converged(account: Account, data: Path, want: int) -> bool:
     ours, rows = sorted(account.ours_live()), sorted(live_rows(data))
     return len(ours) == want and ours == rows  # every machine of ours is tracked, and only those
@@ -134,10 +157,17 @@ def test_random_sigkills_leak_nothing_duplicate_nothing_and_converge(
         config = tmp_path / "tiers.yaml"
         config.write_text(tiers_yaml(account, gpu, target))
         env = {**account.env, "SCALECTL_TICK_INTERVAL": str(TICK), "SCALECTL_OFFERS_TTL": "2"}
-        for _ in range(KILLS):
-            target.write_text(str(rng.randint(0, 6)))
-            daemon = start_daemon(tmp_path, "--config", str(config), "--port", "0", **env)
-            time.sleep(rng.uniform(0.8, 3.0))  # the import takes ~1 s: kills land before, in and between ticks
+        measured: list[float] = []  # ticks from a restart's first tick to convergence
+        for round_ in range(KILLS):
+            want = rng.randint(0, 6)
+            target.write_text(str(want))
+            if round_ % MEASURE_EVERY == MEASURE_EVERY - 1:  # this restart runs until it has converged
+                port = free_port()
+                daemon = start_daemon(tmp_path, "--config", str(config), "--port", str(port), **env)
+                measured.append(ticks_to_converge(account, tmp_path, port, want))
+            else:
+                daemon = start_daemon(tmp_path, "--config", str(config), "--port", "0", **env)
+                time.sleep(rng.uniform(0.8, 3.0))  # the import takes ~1 s: kills land before, in and between ticks
             daemon.send_signal(signal.SIGKILL)
             daemon.wait(timeout=10)
 
@@ -147,27 +177,18 @@ def test_random_sigkills_leak_nothing_duplicate_nothing_and_converge(
         port = free_port()
         daemon = start_daemon(tmp_path, "--config", str(config), "--port", str(port), **env)
         try:
-            deadline = time.monotonic() + 60
-            first_tick = None
-            while time.monotonic() < deadline:
-                try:
-                    ticks = ticks_done(port)
-                except httpx.HTTPError:
-                    time.sleep(0.1)
-                    continue
-                if ticks >= 1 and first_tick is None:
-                    first_tick = ticks
-                if first_tick is not None and converged(account, tmp_path, want):
-                    break
-                time.sleep(0.05)
-            assert first_tick is not None, daemon_log(tmp_path).read_text()[-3000:]
-            assert converged(account, tmp_path, want), (account.ours_live(), live_rows(tmp_path))
-            assert ticks_done(port) - first_tick <= 2, "converged more than two ticks after the restart"
+            measured.append(ticks_to_converge(account, tmp_path, port, want))
             time.sleep(4 * TICK)
             assert converged(account, tmp_path, want), "did not stay converged"
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(timeout=30)
+        ordered = sorted(measured)
+        print(
+            f"\n{len(measured)} restarts measured: converged {ordered[len(ordered) // 2]:g} ticks after the first "
+            f"(median), {ordered[-1]:g} at most"
+        )
+        assert ordered[-1] <= 2, f"a restart converged more than two ticks after its first: {measured}"
 
         repeats = {name: n for name, n in Counter(account.created()).items() if n > 1}
         assert not repeats, f"keys created twice: {repeats}"
