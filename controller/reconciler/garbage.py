@@ -9,7 +9,11 @@ from controller.reconciler.calls import Calls, one_line
 from controller.reconciler.sync import Listings
 from controller.reconciler.tick import Tick
 from domain.instance import Instance
-from providers.base import Provider
+from providers.base import InstanceStatus, Provider
+
+# Listed instances that need nothing more. A FAILED one is not among them: a crashed server's machine or
+# deployment record can still exist (and bill) at the provider until it is deleted.
+ENDED = (InstanceStatus.TERMINATED, InstanceStatus.PREEMPTED)
 
 
 async def collect_garbage(
@@ -21,7 +25,7 @@ async def collect_garbage(
         (name, inst)
         for name, listing in seen.items()
         for inst in listing.values()
-        if inst.key and inst.key not in live_keys and not inst.status.is_gone
+        if inst.key and inst.key not in live_keys and inst.status not in ENDED
     ]
     if not unknown:
         return 0

@@ -81,3 +81,39 @@ def test_a_changed_server_rolls_through_the_fleet_without_a_failed_request(tmp_p
     events = json_of(scalectl(fleet.data_dir, "events", "--limit", "1000", "-o", "json"))
     replaced = [e for e in events if e["kind"] == "draining" and "rollout: replaced by" in e.get("what", "")]
     assert len(replaced) == 2, [e["what"] for e in events if e.get("tier") == "chat"][-20:]
+
+
+def test_a_server_that_cannot_start_stops_the_rollout_after_the_first_failed_instance(tmp_path: Path) -> None:
+    """A changed server the stand-in refuses to start (a context longer than the model supports: vLLM
+    exits at start-up the same way): one surge instance is tried, it fails, the rollout stops and says so,
+    and the two old instances keep serving. No crash loop across the fleet."""
+    with local_fleet(tmp_path, 2) as fleet:
+        fleet.wait("two ready instances", lambda: fleet.counts() == (2, 0, 0))
+        first = {i["key"] for i in fleet.instances()}
+        broken = tmp_path / "tiers-broken.yaml"
+        text = tiers_yaml(fleet.target, fleet.state_dir).replace(
+            "serving: {max_model_len: 2048, target_concurrency: 16}",
+            'serving: {max_model_len: 2048, target_concurrency: 16, extra_args: ["--max-model-len", "1000000"]}',
+        )
+        broken.write_text(text.replace("bootstrap_timeout: 60s", "bootstrap_timeout: 20s"))
+        applied = scalectl(fleet.data_dir, "apply", "-f", str(broken))
+        assert applied.returncode == 0, applied.stderr
+
+        def stopped() -> bool:
+            status = json_of(scalectl(fleet.data_dir, "rollout", "status", "chat", "-o", "json"))
+            return str(status["state"]).startswith("stopped")
+
+        fleet.wait("the rollout to stop", stopped, seconds=120)
+        time.sleep(5)  # a few more ticks: nothing else may be launched on the broken server
+        status = json_of(scalectl(fleet.data_dir, "rollout", "status", "chat", "-o", "json"))
+        assert status["state"].startswith("stopped") and status["drifted"] == 2, status
+        assert fleet.counts()[0] == 2  # the old instances still serve
+        assert {i["key"] for i in fleet.instances()} == first  # the failed one is gone, the old ones stay
+        events = json_of(scalectl(fleet.data_dir, "events", "--limit", "1000", "-o", "json"))
+        launched = [e for e in events if e["kind"] == "launched" and e.get("tier") == "chat"]
+        assert len(launched) == 3, [e["what"] for e in launched]  # two at the start, one surge, no more
+        assert any(e["kind"] == "rollout-stopped" for e in events), [e["kind"] for e in events][-20:]
+        fleet.steer(0)
+        fleet.wait("no instances", lambda: fleet.counts() == (0, 0, 0))
+        assert fleet.stop() == 0, fleet.log_tail()
+        assert fleet.leftovers() == [], "stand-in processes still running"

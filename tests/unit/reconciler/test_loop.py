@@ -140,6 +140,22 @@ async def test_orphans_with_our_prefix_are_deleted_and_others_left_alone(make_wo
     assert "orphan-deleted" in kinds
 
 
+async def test_a_failed_instance_still_listed_is_deleted_after_its_row_ends(make_world) -> None:
+    """A server that crashed leaves a FAILED machine or deployment record at some providers, which can bill
+    until deleted: once its row has ended, the garbage phase deletes it like any unexplained instance."""
+    w: World = make_world(tiers_yaml({"web": tier("L40S-48GB", max=2, policy=min_floor(0))}))
+    await w.bring_up("web", 1)
+    (row,) = w.rows("web", ("ready",))
+    w.cloud.fleet.live[row.provider_id].status = "failed"  # crashed; the provider keeps its record
+    await w.run(2)
+    (ended,) = [r for r in w.rows("web", ("failed", "terminated")) if r.key == row.key]
+    assert ended.state == "failed" and "failed at the provider" in ended.reason
+    assert row.provider_id not in {i.provider_id for i in await w.cloud.list("")}
+    with w.store.sessions() as s:
+        deleted = [e.message for e in s.scalars(select(EventRecord)).all() if e.kind == "orphan-deleted"]
+    assert any("instance of an ended row" in m for m in deleted), deleted
+
+
 async def test_crash_between_intent_and_answer_adopts_the_instance(make_world) -> None:
     """The row was committed, the create reached the cloud, the daemon died before recording the id."""
     from providers.base import GpuRequest, LaunchSpec
