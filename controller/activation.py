@@ -11,20 +11,16 @@ the activator since the last reading. A tier with instances serving reads vLLM a
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
 from clocks import Clock
-from controller.reconciler.record import ACTIVATOR
+from controller.reconciler.record import ACTIVATOR  # the source name decisions record
 from controller.settings import Settings
 from serving.activator import Activator, HoldLimits
 from sources.reading import SignalSource, TierReading
 from sources.spec import SignalsSpec
 from tiers.config import FleetConfig, TierSpec
-
-log = logging.getLogger("scalectl.activator")
-SOURCE = ACTIVATOR  # the source name decisions record for the figures the activator gives
 
 
 def activated(settings: Settings, name: str, tier: TierSpec) -> bool:
@@ -86,7 +82,7 @@ class ActivatedSignals:
             request_rate=rate,
         )
         figures = ("requests_running", "requests_waiting", "arrivals", "request_rate")
-        sources = {**reading.sources, **{figure: SOURCE for figure in figures}}
+        sources = {**reading.sources, **{figure: ACTIVATOR for figure in figures}}
         return replace(reading, signals=merged, sources=sources)
 
     async def aclose(self) -> None:

@@ -158,7 +158,7 @@ class ScheduleWindow(_Strict):
     instances: int = Field(ge=0)
     timezone: str = "UTC"
 
-    _cron_parses = field_validator("cron")(lambda v: cron_expression(v))
+    _cron_parses = field_validator("cron")(cron_expression)
 
     @field_validator("until")
     @classmethod
@@ -168,7 +168,7 @@ class ScheduleWindow(_Strict):
             raise ValueError(f'expected a time of day like "18:00", got {value!r}')
         return text
 
-    _timezone_exists = field_validator("timezone")(lambda v: iana_timezone(v))
+    _timezone_exists = field_validator("timezone")(iana_timezone)
 
 
 class SeasonalForecast(_Strict):

@@ -83,15 +83,14 @@ def need_timeline(
         PoissonSource(model.name, load, workload, model.profile))  # fmt: skip
     assert isinstance(load, PoissonLoad | TraceLoad)
     times = source.arrivals(0.0, workload.duration).col(0)
-    if isinstance(load, PoissonLoad):  # the probe's Poisson arrivals are this load's: the minute's rate sizes it
-        per_minute = np.bincount(np.floor(times / NEED_STEP_S).astype(np.int64), minlength=grid.shape[0])
-        return grid, np.ceil(per_minute[: grid.shape[0]] / NEED_STEP_S / cap.per_instance)
-    # A trace bursts within the minute far beyond Poisson at its mean: size each minute for its busiest
-    # BURST_WINDOW_S (a burst that long over capacity costs the minute's SLO at a sub-second TTFT target).
-    windows = round(NEED_STEP_S / BURST_WINDOW_S)
-    per_window = np.bincount(np.floor(times / BURST_WINDOW_S).astype(np.int64), minlength=grid.shape[0] * windows)
-    busiest = per_window[: grid.shape[0] * windows].reshape(grid.shape[0], windows).max(axis=1)
-    return grid, np.ceil(busiest / BURST_WINDOW_S / cap.per_instance)
+    # Poisson arrivals are what the capacity probe sent: the minute's rate sizes the minute. A trace bursts
+    # within the minute far beyond Poisson at its mean: each minute is sized for its busiest BURST_WINDOW_S
+    # (a burst that long over capacity costs the minute's SLO at a sub-second TTFT target).
+    span = NEED_STEP_S if isinstance(load, PoissonLoad) else BURST_WINDOW_S
+    per_step = round(NEED_STEP_S / span)
+    counts = np.bincount(np.floor(times / span).astype(np.int64), minlength=grid.shape[0] * per_step)
+    busiest = counts[: grid.shape[0] * per_step].reshape(grid.shape[0], per_step).max(axis=1)
+    return grid, np.ceil(busiest / span / cap.per_instance)
 
 
 def oracle(workload: Workload, model: TierModel, slo_goal: float = DEFAULT_SLO_GOAL) -> BaselineOutcome:

@@ -58,8 +58,8 @@ class DisruptionWindow(BaseModel):
     timezone: str = "UTC"
     max_disrupted: int | float = 0  # while open; 0: no voluntary disruption
 
-    _cron_parses = field_validator("cron")(lambda v: cron_expression(v))
-    _timezone_exists = field_validator("timezone")(lambda v: iana_timezone(v))
+    _cron_parses = field_validator("cron")(cron_expression)
+    _timezone_exists = field_validator("timezone")(iana_timezone)
 
     @field_validator("max_disrupted", mode="before")
     @classmethod

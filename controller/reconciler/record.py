@@ -10,7 +10,7 @@ from controller.reconciler.decision import TierDecision
 from controller.reconciler.tick import Tick
 from sources.reading import SignalSource, TierReading
 
-ACTIVATOR = "activator"  # controller.activation.SOURCE: the figures the activator stands in for
+ACTIVATOR = "activator"  # the source of the figures the activator gives a tier at zero (controller/activation.py)
 
 log = logging.getLogger("scalectl.reconciler")
 RECORD_EVERY = 60.0  # a decision is recorded when it changes, and at least this often

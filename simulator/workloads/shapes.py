@@ -31,10 +31,6 @@ def _hhmm_seconds(text: str) -> float:
     return int(m.group(1)) * 3600.0 + int(m.group(2)) * 60.0
 
 
-def _check_timezone(value: str) -> str:
-    return iana_timezone(value)
-
-
 @lru_cache(maxsize=200_000)
 def _offset_at_hour(timezone: str, hour: int) -> tuple[float, int]:
     """UTC offset (seconds) and weekday of the local time at the start of UTC hour ``hour``."""
@@ -76,7 +72,7 @@ class DiurnalShape(_Strict):
     @field_validator("timezone")
     @classmethod
     def _timezone_exists(cls, value: str) -> str:
-        return _check_timezone(value)
+        return iana_timezone(value)
 
     @field_validator("peak")
     @classmethod
@@ -127,7 +123,7 @@ class DailyShape(_Strict):
     @field_validator("timezone")
     @classmethod
     def _timezone_exists(cls, value: str) -> str:
-        return _check_timezone(value)
+        return iana_timezone(value)
 
     @model_validator(mode="after")
     def _points_valid(self) -> DailyShape:
