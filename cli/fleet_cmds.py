@@ -54,7 +54,7 @@ def _status_document(s: Settings) -> dict[str, Any]:
     if reads is not None:
         try:
             wall, view = SystemClock().now(), reads.replicas()
-            return status_document(reads, view, wall, stale_after, world_now=reads.world_now(SystemClock().now()))
+            return status_document(reads, view, wall, stale_after, world_now=reads.world_now(wall))
         finally:
             reads.close()
     from controller.ha.replica import read_replicas
