@@ -13,6 +13,7 @@ from providers.base import Provider, ProviderCapabilities
 # type name -> "module:Class". The class takes (config: ProviderConfig, clock: Clock).
 ADAPTERS: dict[str, str] = {
     "simulated": "providers.simulated:SimulatedCloud",
+    "simulated-remote": "providers.simulated.remote:RemoteSimulatedCloud",
     "local": "providers.local:LocalProvider",
     "spheron": "providers.spheron:SpheronProvider",
     "lambda": "providers.lambda_cloud:LambdaProvider",
