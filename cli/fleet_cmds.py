@@ -89,11 +89,18 @@ def register(app: typer.Typer) -> None:
             return
         emit(document["tiers"], output, columns=COLUMNS)
         if document["replicas"]:
-            replicas = [{**r, "started": _iso(r["started_at"])} for r in document["replicas"]]
-            emit(replicas, output, columns=["role", "host", "pid", "started", "seen_ago", "http"])
+            replicas = [
+                {**r, "started": _iso(r["started_at"]), "tiers": _tiers_acted_on(r)} for r in document["replicas"]
+            ]
+            emit(replicas, output, columns=["role", "host", "pid", "started", "seen_ago", "http", "tiers"])
             leader = document["leader"]
             if leader is not None:
                 typer.echo(f"leader: {leader['host']} pid {leader['pid']}, epoch {leader['epoch']}")
+
+    def _tiers_acted_on(replica: dict[str, Any]) -> int | str:
+        if replica["sharded"]:
+            return len(replica["tiers"])
+        return "all" if replica["role"] == "leader" else 0
 
     @describe_app.command("tier")
     def describe_tier(

@@ -86,6 +86,7 @@ class Daemon:
             self.real_clock,
             stamp=lambda: self.clock.now(),  # the demo clock is set just below
             http=f"{self.settings.http_host}:{self.settings.http_port}",
+            sharded=self.settings.shard_tiers,
         )
         try:
             replica.start()  # one daemon per SQLite file: refuses here, before anything is written
@@ -161,15 +162,35 @@ class Daemon:
         replica = self.replica
         if replica is None or self._stop.is_set():
             return
+        # A tick in progress acts on the leases it began with: hand-backs wait until it has finished.
+        may_release = not self._lock.locked()
         try:
-            await asyncio.to_thread(replica.step)
+            await asyncio.to_thread(self._elect_step, replica, may_release)
         except asyncio.CancelledError:  # shutdown cancels the job; the thread's statement ends by itself
             return
-        self.metrics.observe_leadership(replica.is_leader(), replica.epoch)
+        owned = replica.owned_tiers()
+        if owned is None:
+            held = len(self.controller.fleet.tiers) if self.controller is not None and replica.is_leader() else 0
+        else:
+            held = len(owned)
+        self.metrics.observe_leadership(replica.housekeeper(), replica.epoch, held)
         if not replica.is_leader():
             self.health.tick_ok()  # a healthy standby is ready: it serves status, metrics and webhooks
             self.notifier.watchdog()
             self._announce("standing by")
+
+    def _elect_step(self, replica: Replica, may_release: bool) -> None:
+        """In a worker thread: what needs an owner (sharded: every configured tier and every tier that
+        still has instances), then the replica's heartbeat and lease step."""
+        targets: list[str] | None = []
+        if replica.sharded and self.controller is not None:
+            store = self.controller.store
+            try:
+                targets = sorted(set(store.active_tiers()) | store.live_tier_names())
+            except DBAPIError as exc:  # leases are still renewed; none move until the store answers
+                log.warning("could not read the tiers to share out: %s", one_line(exc))
+                targets = None
+        replica.step(targets, may_release=may_release)
 
     def _announce(self, what: str) -> None:
         if not self._announced:
@@ -213,7 +234,7 @@ class Daemon:
             started = self.real_clock.monotonic()
             try:
                 self._refresh_config(controller)
-                report = await controller.reconciler.tick()
+                report = await controller.reconciler.tick(self.replica.begin_tick() if self.replica else None)
             except LeadershipLost as exc:
                 log.warning("stopped acting mid-tick, nothing more is committed: %s", exc)
                 self.metrics.ticks.labels("deposed").inc()
@@ -230,6 +251,9 @@ class Daemon:
                 self._observe(controller, report, self.real_clock.monotonic() - started)
                 self._announce(f"reconciling {len(report.tiers)} tiers")
                 self.notifier.watchdog()
+            finally:
+                if self.replica is not None:
+                    self.replica.end_tick()
             self._ticks += 1
             self._publish_clock(controller.store)
             if self.options.max_ticks is not None and self._ticks >= self.options.max_ticks:
@@ -253,7 +277,7 @@ class Daemon:
             log.exception("metrics not updated after this tick")
 
     async def _prune(self) -> None:
-        if self.controller is not None and self.replica is not None and self.replica.is_leader():
+        if self.controller is not None and self.replica is not None and self.replica.housekeeper():
             try:
                 removed = self.controller.store.prune(self.clock.now() - self.settings.retention_days * 86400)
             except DBAPIError as exc:  # the hourly prune waits for the next hour

@@ -190,7 +190,14 @@ class DaemonMetrics:
             buckets=(0.1, 1, 5, 15, 30, 60, 120, 180, 300, 600),
             registry=r,
         )
-        self.leader = Gauge("scalectl_leader", "1 while this daemon holds the leader lease, else 0", registry=r)
+        self.leader = Gauge(
+            "scalectl_leader", "1 while this daemon holds the leader (sharded: housekeeping) lease, else 0", registry=r
+        )
+        self.tiers_held = Gauge(
+            "scalectl_tiers_held",
+            "Tiers this daemon acts on: all of them while it leads, else 0; sharded, those whose lease it holds",
+            registry=r,
+        )
         self.leader_epoch = Gauge(
             "scalectl_leader_epoch", "Epoch of the term this daemon leads (0 when standing by)", registry=r
         )
@@ -243,6 +250,7 @@ class DaemonMetrics:
                 self.capacity.labels(tier, "prior").set(view["prior"])
                 self.capacity.labels(tier, "used").set(view["capacity_per_instance"])
 
-    def observe_leadership(self, leader: bool, epoch: int | None) -> None:
+    def observe_leadership(self, leader: bool, epoch: int | None, tiers: int) -> None:
         self.leader.set(1 if leader else 0)
         self.leader_epoch.set(epoch if leader and epoch is not None else 0)
+        self.tiers_held.set(tiers)

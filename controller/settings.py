@@ -57,6 +57,11 @@ class Settings(BaseModel):
         le=300.0,
         description="Seconds a leader's lease lasts without renewal; a standby takes over after it (HA)",
     )
+    shard_tiers: bool = Field(
+        False,
+        description="Daemons on one PostgreSQL database split the tiers (a lease per tier) instead of one "
+        "leading and the others standing by; every daemon must set the same value",
+    )
     webhook_secret_env: str = "SCALECTL_WEBHOOK_SECRET"
     webhook_secret_file: Path | None = None
     eventbridge_token_env: str = "SCALECTL_EVENTBRIDGE_TOKEN"
@@ -101,6 +106,15 @@ class Settings(BaseModel):
             else:
                 given[name] = value
         return given
+
+    @model_validator(mode="after")
+    def _sharding_routes_nothing(self) -> Settings:
+        if self.shard_tiers and self.routing != "none":
+            raise ValueError(
+                "SCALECTL_SHARD_TIERS=true needs SCALECTL_ROUTING=none: a daemon that acts on some tiers only "
+                "would route (and hold requests for) only those; run the routing daemons unsharded"
+            )
+        return self
 
     def resolved_database_url(self) -> str:
         if self.database_url:

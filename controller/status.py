@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from controller.ha.replica_view import ReplicaView
+from controller.ha.lease import Lease
+from controller.ha.replica_view import ReplicaSeen, ReplicaView
+from controller.ha.shards import TIER_LEASE_PREFIX
 from controller.unit_cost import WINDOW, BilledSpan, billed_in, cost_per_1k
 from domain.instance import InstanceState
 
@@ -97,21 +99,33 @@ def replicas_status(view: ReplicaView, now: float, stale_after: float) -> dict[s
             "since": lease.acquired_at,
             "lease_expires_in": round(lease.expires_at - now, 1),
         }
+    tiers: dict[str, list[str]] = {}  # sharded: holder -> the tiers it acts on
+    for held in view.tier_leases:
+        if held.expires_at > now:
+            tiers.setdefault(held.holder, []).append(held.name.removeprefix(TIER_LEASE_PREFIX))
     replicas = [
         {
             "host": r.host,
             "pid": r.pid,
-            "role": "leader"
-            if lease is not None and lease.holder == r.holder and lease.expires_at > now
-            else "standby",
+            "role": _role(r, lease, tiers, now),
             "started_at": r.started_at,
             "seen_ago": round(now - r.seen_at, 1),
             "http": r.http,
+            "sharded": r.sharded,
+            "tiers": sorted(tiers.get(r.holder, [])),
         }
         for r in view.replicas
         if now - r.seen_at <= stale_after
     ]
     return {"leader": leader, "replicas": replicas}
+
+
+def _role(replica: ReplicaSeen, lease: Lease | None, tiers: dict[str, list[str]], now: float) -> str:
+    """``leader``: holds the global lease (all tiers; sharded, the housekeeping); ``shard``: acts on some
+    tiers only; ``standby``: acts on nothing."""
+    if lease is not None and lease.holder == replica.holder and lease.expires_at > now:
+        return "leader"
+    return "shard" if tiers.get(replica.holder) else "standby"
 
 
 def status_document(

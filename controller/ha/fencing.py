@@ -11,19 +11,26 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
-from controller.ha.elector import LeaderElector
 from controller.provider_proxy import ProviderProxy, as_provider
 from providers.base import Provider
 
 T = TypeVar("T")
 
 
-def fence_commits(sessions: sessionmaker[Session], elector: LeaderElector) -> None:
+class Fence(Protocol):
+    """What fencing asks of an elector (one leader, or leases per tier)."""
+
+    def check(self) -> Any: ...  # raises LeadershipLost when this daemon may no longer act
+
+    def fence(self, session: Session) -> None: ...  # the same, and the store agrees, inside a transaction
+
+
+def fence_commits(sessions: sessionmaker[Session], elector: Fence) -> None:
     def _before_commit(session: Session) -> None:
         elector.fence(session)
 
@@ -33,7 +40,7 @@ def fence_commits(sessions: sessionmaker[Session], elector: LeaderElector) -> No
 class FencedProvider(ProviderProxy):
     """A provider whose every call is made only inside a valid leadership term."""
 
-    def __init__(self, inner: Provider, elector: LeaderElector) -> None:
+    def __init__(self, inner: Provider, elector: Fence) -> None:
         super().__init__(inner)
         self._elector = elector
 
@@ -42,6 +49,6 @@ class FencedProvider(ProviderProxy):
         return await call()
 
 
-def fenced(provider: Provider, elector: LeaderElector) -> Provider:
+def fenced(provider: Provider, elector: Fence) -> Provider:
     """The provider behind the fence."""
     return as_provider(FencedProvider(provider, elector))

@@ -9,7 +9,7 @@ SQLite (one daemon per file, held by a file lock) the injected clock is used.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, Engine, delete, insert, select, text, update
@@ -46,21 +46,22 @@ class LeaseStore:
             return lease_of(row) if row is not None else None
 
     # ---- changing --------------------------------------------------------------------------------
-    def try_acquire(self, me: Identity, sent_mono: float) -> Term | None:
-        """Take the lease if it is free (absent or expired): a new epoch begins. None if someone holds it."""
+    def try_acquire(self, me: Identity, sent_mono: float, *, name: str | None = None) -> Term | None:
+        """Take the lease (this store's, or ``name``) if it is free (absent or expired): a new epoch
+        begins. None if someone holds it."""
         try:
-            return self._try_acquire(me, sent_mono)
+            return self._try_acquire(name or self.name, me, sent_mono)
         except IntegrityError:  # another daemon inserted the first row at the same moment
             return None
 
-    def _try_acquire(self, me: Identity, sent_mono: float) -> Term | None:
+    def _try_acquire(self, name: str, me: Identity, sent_mono: float) -> Term | None:
         with Session(self.engine) as s, s.begin():
             now = self.now(s)
-            row = s.get(LeaderLeaseRecord, self.name)
+            row = s.get(LeaderLeaseRecord, name)
             if row is None:
                 s.execute(
                     insert(LeaderLeaseRecord).values(
-                        name=self.name,
+                        name=name,
                         holder=me.holder,
                         host=me.host,
                         pid=me.pid,
@@ -70,7 +71,7 @@ class LeaseStore:
                         expires_at=now + self.ttl,
                     )
                 )
-                return Term(self.name, me.holder, 1, self.ttl, sent_mono, now)
+                return Term(name, me.holder, 1, self.ttl, sent_mono, now)
             lease = lease_of(row)
             if not lease.expired(now) and not lease.held_by(me.holder):
                 return None
@@ -78,7 +79,7 @@ class LeaseStore:
             won = _rows(
                 s.execute(
                     update(LeaderLeaseRecord)
-                    .where(LeaderLeaseRecord.name == self.name, LeaderLeaseRecord.epoch == lease.epoch)
+                    .where(LeaderLeaseRecord.name == name, LeaderLeaseRecord.epoch == lease.epoch)
                     .values(
                         holder=me.holder,
                         host=me.host,
@@ -91,7 +92,7 @@ class LeaseStore:
                     .execution_options(synchronize_session=False)
                 )
             )
-            return Term(self.name, me.holder, epoch, self.ttl, sent_mono, now) if won == 1 else None
+            return Term(name, me.holder, epoch, self.ttl, sent_mono, now) if won == 1 else None
 
     def renew(self, term: Term, sent_mono: float) -> Term | None:
         """Extend our own term; None if the lease moved on (another holder or epoch): we were deposed.
@@ -129,22 +130,71 @@ class LeaseStore:
                 .execution_options(synchronize_session=False)
             )
 
+    # ---- many leases at once (tiers sharded between daemons) -------------------------------------------
+    def renew_all(self, terms: Mapping[str, Term], holder: str, sent_mono: float) -> dict[str, Term]:
+        """Extend every term we hold in one statement; returns those still ours in the same epoch (a term
+        missing from the answer was taken over: we were deposed from that lease)."""
+        if not terms:
+            return {}
+        names = sorted(terms)
+        with Session(self.engine) as s, s.begin():
+            now = self.now(s)
+            if self._db_clock:  # rows locked in name order, as the fence does: the two never deadlock
+                lock = select(LeaderLeaseRecord.name).where(LeaderLeaseRecord.name.in_(names))
+                s.execute(lock.order_by(LeaderLeaseRecord.name).with_for_update())
+            s.execute(
+                update(LeaderLeaseRecord)
+                .where(LeaderLeaseRecord.name.in_(names), LeaderLeaseRecord.holder == holder)
+                .values(renewed_at=now, expires_at=now + self.ttl)
+                .execution_options(synchronize_session=False)
+            )
+            held = s.execute(
+                select(LeaderLeaseRecord.name, LeaderLeaseRecord.epoch).where(
+                    LeaderLeaseRecord.name.in_(names), LeaderLeaseRecord.holder == holder
+                )
+            ).all()
+        return {row.name: terms[row.name].renewed(sent_mono) for row in held if row.epoch == terms[row.name].epoch}
+
+    def release_all(self, terms: Mapping[str, Term]) -> None:
+        for term in terms.values():
+            self.release(term)
+
+    def fence_all(self, session: Session, terms: Mapping[str, Term]) -> None:
+        """``fence`` for several leases in one query: every one must still be ours, in its epoch."""
+        if not terms:
+            return
+        query = select(LeaderLeaseRecord.name, LeaderLeaseRecord.holder, LeaderLeaseRecord.epoch).where(
+            LeaderLeaseRecord.name.in_(sorted(terms))
+        )
+        if self._db_clock:  # in name order, like renew_all's lock
+            query = query.order_by(LeaderLeaseRecord.name)
+            query = query.with_for_update(read=True)
+        rows = {row.name: row for row in session.execute(query)}
+        for name, term in terms.items():
+            row = rows.get(name)
+            if row is None or row.holder != term.holder or row.epoch != term.epoch:
+                holder = "nobody" if row is None else f"{row.holder} (epoch {row.epoch})"
+                raise LeadershipLost(f"lease {name!r} is held by {holder}, not by us in epoch {term.epoch}")
+
+    def members(self) -> dict[str, bool]:
+        """Replicas whose heartbeat is younger than one TTL (store clock) -> whether each shards tiers."""
+        with Session(self.engine) as s:
+            now = self.now(s)
+            rows = s.execute(
+                select(ReplicaRecord.holder, ReplicaRecord.sharded).where(ReplicaRecord.seen_at > now - self.ttl)
+            )
+            return {row.holder: bool(row.sharded) for row in rows}
+
     # ---- fencing ---------------------------------------------------------------------------------
     def fence(self, session: Session, term: Term) -> None:
         """Inside the leader's transaction, before it commits: the lease must still be ours, same epoch.
 
         On PostgreSQL the row is read ``FOR SHARE``: a standby's takeover (an UPDATE of this row) waits
         until this transaction ends, so a commit either lands inside our term or not at all."""
-        query = select(LeaderLeaseRecord.holder, LeaderLeaseRecord.epoch).where(LeaderLeaseRecord.name == term.name)
-        if self._db_clock:
-            query = query.with_for_update(read=True)
-        row = session.execute(query).first()
-        if row is None or row.holder != term.holder or row.epoch != term.epoch:
-            holder = "nobody" if row is None else f"{row.holder} (epoch {row.epoch})"
-            raise LeadershipLost(f"lease {term.name!r} is held by {holder}, not by us in epoch {term.epoch}")
+        self.fence_all(session, {term.name: term})
 
     # ---- replicas --------------------------------------------------------------------------------
-    def heartbeat(self, me: Identity, started_at: float, http: str = "") -> None:
+    def heartbeat(self, me: Identity, started_at: float, http: str = "", *, sharded: bool = False) -> None:
         """Every daemon says it is alive, leader or not (shown by `scalectl status`)."""
         with Session(self.engine) as s, s.begin():
             now = self.now(s)
@@ -152,7 +202,13 @@ class LeaseStore:
             if row is None:
                 s.add(
                     ReplicaRecord(
-                        holder=me.holder, host=me.host, pid=me.pid, started_at=started_at, seen_at=now, http=http
+                        holder=me.holder,
+                        host=me.host,
+                        pid=me.pid,
+                        started_at=started_at,
+                        seen_at=now,
+                        http=http,
+                        sharded=sharded,
                     )
                 )
             else:

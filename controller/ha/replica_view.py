@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from controller.ha.lease import Lease
 
@@ -18,6 +18,7 @@ class ReplicaSeen:
     started_at: float
     seen_at: float
     http: str
+    sharded: bool = False
 
 
 @dataclass(frozen=True)
@@ -26,3 +27,4 @@ class ReplicaView:
 
     leader: Lease | None
     replicas: list[ReplicaSeen]
+    tier_leases: list[Lease] = field(default_factory=list)  # sharded: one per tier, whoever holds it

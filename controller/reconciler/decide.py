@@ -61,6 +61,11 @@ class PolicyRunner:
             hist = self._history[name] = needed
         return hist
 
+    def forget(self, name: str) -> None:
+        """Drop what is kept for a tier this runner no longer decides for."""
+        self._history.pop(name, None)
+        self._external.pop(name, None)
+
     @staticmethod
     def history_reach(tiers: Mapping[str, TierSpec]) -> float:
         """How far back the tiers' forecasts look (seconds): what to load from the store at start."""

@@ -35,17 +35,27 @@ class DecidePhase:
         self.policy = policy
         self.signals = signals
         self.clock = clock
-        self._states: dict[str, tuple[PolicyState, int]] | None = None
+        self._states: dict[str, tuple[PolicyState, int]] = {}
         self._before: dict[str, tuple[PolicyState, int]] = {}  # this tick's starting state, per tier
+        self._following: set[str] = set()
 
-    def start(self, tiers: Mapping[str, TierSpec], now: float) -> None:
-        """First tick: the stored policy states, and the demand history as far back as forecasts look."""
-        if self._states is not None:
+    def follow(self, tiers: Mapping[str, TierSpec], now: float) -> None:
+        """The tiers this phase decides for, every tick. A tier new to it (the first tick, a tier applied,
+        or one taken over from another daemon) resumes from the store: its policy state and its demand
+        history as far back as its forecast looks. A tier it no longer decides for is forgotten, so taking
+        it back later resumes from what its other owner stored meanwhile."""
+        new = {name: tiers[name] for name in tiers if name not in self._following}
+        for name in self._following - set(tiers):
+            self._states.pop(name, None)
+            self.policy.forget(name)
+        self._following = set(tiers)
+        if not new:
             return
-        self._states = self.store.policy_states()
-        reach = self.policy.history_reach(tiers)
+        stored = self.store.policy_states()
+        self._states.update({name: stored[name] for name in new if name in stored})
+        reach = self.policy.history_reach(new)
         if reach > 0:
-            self.policy.seed_history(self.store.demand_samples(now - reach), tiers)
+            self.policy.seed_history(self.store.demand_samples(now - reach), new)
 
     async def read_signals(
         self, tiers: Mapping[str, TierSpec], by_tier: Mapping[str, list[Instance]]
@@ -79,7 +89,6 @@ class DecidePhase:
         """``price``: $/hour of one more instance (``plan.instance_price``), what the budget cap divides by.
         ``replacing``: warned instances not replaced yet. They no longer count toward the tier, but the
         policy sees the fleet as it was, so holding means replacing them now, not after its scale-out window."""
-        assert self._states is not None, "start() first"
         now, current = tick.now, len(counted) + replacing
         state, last_desired = self._states.get(name, (PolicyState(), current))
         self._before[name] = (state, last_desired)
@@ -101,7 +110,6 @@ class DecidePhase:
         """Capacity is short: the tier can reach only ``allowed`` this tick. Hold that, say so, and keep it
         as the policy's last desired count, so the policy does not see a change it never made (its
         windows would restart, and desired would flap between what it wants and what it gets)."""
-        assert self._states is not None, "decide() first"
         if allowed >= decision.desired:
             return decision
         state, _ = self._states[name]

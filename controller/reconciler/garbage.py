@@ -27,6 +27,9 @@ async def collect_garbage(
         for inst in listing.values()
         if inst.key and inst.key not in live_keys and inst.status not in ENDED
     ]
+    if unknown:  # a row another daemon stored after `live` was read (before its create): not garbage
+        created_since = tick.uow.instances.known_keys((inst.key or "" for _, inst in unknown), live_only=True)
+        unknown = [(name, inst) for name, inst in unknown if inst.key not in created_since]
     if not unknown:
         return 0
     known_ended = tick.uow.instances.known_keys(inst.key or "" for _, inst in unknown)

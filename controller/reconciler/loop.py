@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from clocks import Clock
+from controller.ha.shards import TickScope
 from controller.reconciler.backoffs import Backoffs
 from controller.reconciler.calls import Calls
 from controller.reconciler.create import CreatePhase, PendingCreate, ServerFor
@@ -80,31 +81,36 @@ class Reconciler:
         self._calls = calls
         self._started = False
 
-    async def tick(self) -> TickReport:
+    async def tick(self, scope: TickScope | None = None) -> TickReport:
+        """One tick over every tier, or (``scope``, when daemons split the tiers) over the tiers this
+        daemon holds leases on; only the scope's housekeeper deletes instances no live row explains."""
         now = self.clock.now()
         report = TickReport(t=now)
-        tiers = self.store.active_tiers()
-        if not self._started:  # what the store remembers: policy timers, demand history, back-offs
-            self.decide.start(tiers, now)
+        configured = self.store.active_tiers()
+        tiers = configured if scope is None else {n: t for n, t in configured.items() if scope.owns(n)}
+        if not self._started:  # what the store remembers: back-offs (policy timers follow the tiers, below)
             self.backoffs.load(self.store.failure_history(now - self.backoffs.memory))
             self._started = True
+        self.decide.follow(tiers, now)
         report.provider_errors.update(await self.offers.refresh(tiers))
         with self.store.unit_of_work() as uow:
             tick = Tick(now, tiers, uow, report)
-            live = uow.instances.live()
-            seen = await self.sync.run(tick, live)
-            report.orphans_deleted = await collect_garbage(tick, self.providers, self._calls, seen, live)
+            fleet = uow.instances.live()  # every daemon's: the fleet budget counts them all
+            live = fleet if scope is None else [i for i in fleet if scope.owns(i.tier)]
+            seen = await self.sync.run(tick, live, everywhere=scope is None or scope.housekeeping)
+            if scope is None or scope.housekeeping:
+                report.orphans_deleted = await collect_garbage(tick, self.providers, self._calls, seen, fleet)
             uow.commit()
             live = [i for i in live if i.state.is_live]
             grouped = by_tier(live)
-            tick.removed = self._removed_tiers(tiers, grouped)
+            tick.removed = self._removed_tiers(configured, grouped)
             readings = await self.decide.read_signals(tiers, grouped)
             creates = self.creates.retries(tick, live)
-            tick.fleet_budget = self._fleet_budget(tiers, grouped)
+            tick.fleet_budget = self._fleet_budget(configured, by_tier(i for i in fleet if i.state.is_live))
             tick.rollout_controls = self.store.rollout_controls()
             for name in self._planning_order(tiers):  # who gets capacity first when the fleet budget binds
                 creates += self._decide_and_plan(tick, name, tiers[name], grouped[name], readings[name])
-            for name in set(grouped) - set(tiers):  # tier removed from the configuration: retire everything
+            for name in set(grouped) - set(configured):  # tier removed from the configuration: retire everything
                 for inst in grouped[name]:
                     if inst.state is not InstanceState.DRAINING:
                         tick.record(inst.start_draining(now, "tier removed from the configuration"))

@@ -37,21 +37,28 @@ class SyncPhase:
         self.readiness = readiness
         self._listed_at: dict[str, float] = {}  # provider -> when its last listing answered
 
-    async def run(self, tick: Tick, instances: list[Instance]) -> Listings:
-        seen, by_key = await self._list(tick, self._to_list(tick, instances))
+    async def run(self, tick: Tick, instances: list[Instance], *, everywhere: bool = True) -> Listings:
+        """``everywhere``: list every provider (garbage collection needs them all); else only those the
+        tick's tiers and instances use (a daemon acting on some tiers only)."""
+        used = (
+            None
+            if everywhere
+            else {i.provider for i in instances} | {p for t in tick.tiers.values() for p in t.providers}
+        )
+        seen, by_key = await self._list(tick, self._to_list(tick, instances, used))
         confirmed = await self._confirm_missing(instances, seen)
         for inst in instances:
             self._sync_one(tick, inst, seen, by_key, confirmed)
         await self._probe_bootstrapping(tick, instances)
         return seen
 
-    def _to_list(self, tick: Tick, instances: list[Instance]) -> list[str]:
+    def _to_list(self, tick: Tick, instances: list[Instance], used: set[str] | None) -> list[str]:
         """Providers to list this tick: all, except one that polls less when idle (every instance of ours
         there is ready) and was listed less than its ``idle_list_every`` ago. Skipped means held, as if
         unreachable: nothing is adopted, ended or collected there this tick."""
         busy = {i.provider for i in instances if i.state is not S.READY or i.notice_at is not None}
         names = []
-        for name in sorted(self.providers):
+        for name in sorted(self.providers if used is None else used & set(self.providers)):
             every = self.providers[name].capabilities.idle_list_every
             last = self._listed_at.get(name)
             if every is None or name in busy or last is None or tick.now - last >= every:

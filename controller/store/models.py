@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, Float, Index, Integer, MetaData, String, Text
+from sqlalchemy import JSON, Boolean, Float, Index, Integer, MetaData, String, Text, false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from domain.instance import InstanceState
@@ -134,6 +134,7 @@ class ReplicaRecord(Base):
     started_at: Mapped[float] = mapped_column(Float)
     seen_at: Mapped[float] = mapped_column(Float)
     http: Mapped[str] = mapped_column(String(255), default="")
+    sharded: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # tiers split by lease
 
 
 class WebhookSeen(Base):

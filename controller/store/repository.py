@@ -128,6 +128,12 @@ class Store:
         """The active tiers in their canonical JSON form (what `diff` and `get tiers` show)."""
         return {name: tier_spec_json(spec) for name, spec in self.active_tiers().items()}
 
+    def live_tier_names(self) -> set[str]:
+        """Tiers with an instance that may bill (a tier gone from the configuration still drains)."""
+        with self.engine.connect() as conn:
+            query = select(InstanceRecord.tier).where(InstanceRecord.state.in_(LIVE_STATES)).distinct()
+            return set(conn.scalars(query))
+
     def config_version(self) -> int | None:
         with self.engine.connect() as conn:  # a plain read, no ORM session: the reconciler asks every tick
             version: int | None = conn.scalar(_latest_version_query())

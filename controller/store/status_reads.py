@@ -16,6 +16,7 @@ from typing import Any
 
 from controller.ha.lease import GLOBAL_LEASE, Lease
 from controller.ha.replica_view import ReplicaSeen, ReplicaView
+from controller.ha.shards import TIER_LEASE_PREFIX
 from controller.store.revisions import script_heads
 from controller.store.stored_config import parse_stored, tier_spec_json
 from controller.store.world_clock import DAEMON, WorldClock
@@ -117,13 +118,17 @@ class SqliteStatusReads:
 
     def replicas(self) -> ReplicaView:
         """``controller.ha.replica.read_replicas``."""
-        seen = self._rows("SELECT holder, host, pid, started_at, seen_at, http FROM replicas ORDER BY started_at")
-        lease = self._rows(
-            "SELECT name, holder, host, pid, epoch, acquired_at, renewed_at, expires_at FROM leader_leases "
-            "WHERE name = :name",
-            {"name": GLOBAL_LEASE},
+        seen = self._rows(
+            "SELECT holder, host, pid, started_at, seen_at, http, sharded FROM replicas ORDER BY started_at"
         )
-        return ReplicaView(Lease(*lease[0]) if lease else None, [ReplicaSeen(*row) for row in seen])
+        columns = "SELECT name, holder, host, pid, epoch, acquired_at, renewed_at, expires_at FROM leader_leases "
+        lease = self._rows(columns + "WHERE name = :name", {"name": GLOBAL_LEASE})
+        tiers = self._rows(columns + "WHERE name LIKE :prefix", {"prefix": f"{TIER_LEASE_PREFIX}%"})
+        replicas = [
+            ReplicaSeen(h, host, pid, started, seen_at, http, bool(sh))
+            for h, host, pid, started, seen_at, http, sh in seen
+        ]
+        return ReplicaView(Lease(*lease[0]) if lease else None, replicas, [Lease(*row) for row in tiers])
 
     def world_now(self, wall: float) -> float:
         """``controller.store.world_clock.world_now``."""

@@ -22,14 +22,14 @@ async def test_a_stop_during_a_tick_lets_the_tick_finish(tmp_path: Path, monkeyp
         controller = build()
         real_tick = controller.reconciler.tick
 
-        async def slow_tick() -> Any:
+        async def slow_tick(scope: Any = None) -> Any:
             began.set()
             try:
                 await release.wait()  # the tick is in the middle of its work when the stop comes
             except asyncio.CancelledError:
                 outcome.append("cancelled")
                 raise
-            report = await real_tick()
+            report = await real_tick(scope)
             outcome.append("finished")
             return report
 

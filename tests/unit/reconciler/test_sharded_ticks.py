@@ -1,0 +1,110 @@
+"""Two daemons' reconcilers on one store and one cloud, each ticking over its own tiers (a ``TickScope``):
+each acts only on its tiers, only the housekeeper deletes orphans, and an instance the other daemon
+created after the housekeeper read the fleet is not mistaken for one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from clocks import FakeClock
+from controller.ha.shards import TickScope
+from controller.reconciler.decide import PolicyRunner
+from controller.reconciler.loop import Reconciler
+from controller.store import migrate
+from controller.store.db import make_engine
+from controller.store.models import EventRecord, InstanceRecord
+from controller.store.repository import Store
+from providers.registry import ProviderConfig
+from providers.simulated import SimulatedCloud
+from sources.static import StaticSignals
+from tests.unit.reconciler.conftest import TIERS, Script, World
+from tiers.config import parse_config
+
+WEB_OWNER = TickScope(frozenset({"web"}), housekeeping=True)
+BATCH_OWNER = TickScope(frozenset({"batch"}), housekeeping=False)
+
+
+def two_daemons(tmp_path: Path) -> tuple[World, Reconciler]:
+    clock = FakeClock()
+    options = {"provision_delay_min": 60.0, "provision_delay_max": 60.0}
+    cloud = SimulatedCloud(ProviderConfig(name="simulated", type="simulated", options=options), clock)
+    engine = make_engine(f"sqlite:///{tmp_path / 'shared.db'}")
+    migrate.upgrade(engine)
+    store = Store(engine)
+    store.apply_config(parse_config(TIERS, "tiers.yaml"), TIERS, "tiers.yaml", clock.now())
+    script, signals = Script(), StaticSignals(clock)
+    first = Reconciler(store, {"simulated": cloud}, signals, clock, policy=PolicyRunner(script))
+    second = Reconciler(Store(engine), {"simulated": cloud}, signals, clock, policy=PolicyRunner(script))
+    return World(clock, cloud, store, signals, script, first), second
+
+
+def tiers_of(rows: list[InstanceRecord]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r.tier] = counts.get(r.tier, 0) + 1
+    return counts
+
+
+async def test_each_daemon_acts_only_on_its_tiers(tmp_path: Path) -> None:
+    w, other = two_daemons(tmp_path)
+    w.target("web", 2)
+    w.target("batch", 3)
+    report = await w.reconciler.tick(WEB_OWNER)
+    assert set(report.tiers) == {"web"}
+    assert tiers_of(w.rows(states=("provisioning",))) == {"web": 2}
+    report = await other.tick(BATCH_OWNER)
+    assert set(report.tiers) == {"batch"}
+    assert tiers_of(w.rows(states=("provisioning",))) == {"web": 2, "batch": 3}
+    w.clock.advance(61)
+    await w.reconciler.tick(WEB_OWNER)  # lists the cloud, sees batch's machines: not orphans, not its own
+    assert tiers_of(w.rows(states=("ready",))) == {"web": 2}
+    assert tiers_of(w.rows(states=("provisioning",))) == {"batch": 3}
+    await other.tick(BATCH_OWNER)
+    assert tiers_of(w.rows(states=("ready",))) == {"web": 2, "batch": 3}
+    assert len(await w.cloud_live()) == 5
+
+
+async def test_only_the_housekeeper_deletes_orphans(tmp_path: Path) -> None:
+    w, other = two_daemons(tmp_path)
+    w.target("web", 0)
+    w.target("batch", 0)
+    await w.cloud.create(_orphan_spec(w))
+    assert (await other.tick(BATCH_OWNER)).orphans_deleted == 0
+    assert len(await w.cloud_live()) == 1
+    assert (await w.reconciler.tick(WEB_OWNER)).orphans_deleted == 1
+    assert await w.cloud_live() == []
+
+
+async def test_an_instance_created_by_another_daemon_mid_tick_is_not_collected(tmp_path: Path) -> None:
+    """The housekeeper reads the fleet, then lists the cloud; in between the other daemon stores an intent
+    and creates its machine (the crash rule's order). The listing shows a key the fleet read did not have:
+    the store, asked again, has it, so nothing is deleted."""
+    w, other = two_daemons(tmp_path)
+    w.target("web", 0)
+    w.target("batch", 2)
+    listing = w.cloud.list
+    raced: list[str] = []
+
+    async def list_after_the_other_tick(prefix: str) -> Any:
+        if not raced:  # the first listing is the housekeeper's (the other tick lists too)
+            raced.append("other tick")
+            await other.tick(BATCH_OWNER)  # runs between the fleet read and the listing
+        return await listing(prefix)
+
+    w.cloud.list = list_after_the_other_tick  # type: ignore[method-assign]
+    report = await w.reconciler.tick(WEB_OWNER)
+    assert raced and report.orphans_deleted == 0
+    assert tiers_of(w.rows(states=("provisioning",))) == {"batch": 2}
+    assert len(await w.cloud_live()) == 2
+    with w.store.sessions() as s:
+        assert not s.scalars(select(EventRecord).where(EventRecord.kind == "orphan-deleted")).all()
+
+
+def _orphan_spec(w: World) -> Any:
+    from providers.base import Capacity, GpuRequest, LaunchSpec
+
+    offer = w.cloud._offers(GpuRequest(gpu="H100-SXM5-80GB"))[0]
+    return LaunchSpec(key="sc-web-deadbeef", tier="web", offer=offer, capacity=Capacity.ON_DEMAND)
