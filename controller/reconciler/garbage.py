@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from controller.reconciler.calls import Calls, one_line
 from controller.reconciler.sync import Listings
 from controller.reconciler.tick import Tick
-from domain.instance import Instance
 from providers.base import InstanceStatus, Provider
 
 # Listed instances that need nothing more. A FAILED one is not among them: a crashed server's machine or
@@ -17,10 +16,10 @@ ENDED = (InstanceStatus.TERMINATED, InstanceStatus.PREEMPTED)
 
 
 async def collect_garbage(
-    tick: Tick, providers: Mapping[str, Provider], calls: Calls, seen: Listings, live: list[Instance]
+    tick: Tick, providers: Mapping[str, Provider], calls: Calls, seen: Listings, live_keys: set[str]
 ) -> int:
-    """Deletes the unexplained instances; returns how many deletes succeeded."""
-    live_keys = {i.key for i in live}
+    """Deletes the unexplained instances (``live_keys``: the keys of every live row, read before the
+    listings); returns how many deletes succeeded."""
     unknown = [
         (name, inst)
         for name, listing in seen.items()

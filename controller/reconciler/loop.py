@@ -31,6 +31,7 @@ from controller.reconciler.retire import NOTICE_DRAIN_MAX, DrainCheck, RetirePha
 from controller.reconciler.rollouts import Rollouts
 from controller.reconciler.sync import ReadinessCheck, SyncPhase
 from controller.reconciler.tick import Tick, by_tier
+from controller.store.instances import FleetShare
 from controller.store.repository import Store
 from domain.instance import Instance, InstanceState
 from providers.base import Capacity, Provider
@@ -95,18 +96,24 @@ class Reconciler:
         report.provider_errors.update(await self.offers.refresh(tiers))
         with self.store.unit_of_work() as uow:
             tick = Tick(now, tiers, uow, report)
-            fleet = uow.instances.live()  # every daemon's: the fleet budget counts them all
-            live = fleet if scope is None else [i for i in fleet if scope.owns(i.tier)]
-            seen = await self.sync.run(tick, live, everywhere=scope is None or scope.housekeeping)
-            if scope is None or scope.housekeeping:
-                report.orphans_deleted = await collect_garbage(tick, self.providers, self._calls, seen, fleet)
+            # Sharded, a tick builds only its own tiers' instances: the rest of the fleet is a sum for the
+            # fleet budget and, for the housekeeper, a set of keys for garbage collection.
+            live = uow.instances.live(None if scope is None else scope.tiers)
+            housekeeping = scope is None or scope.housekeeping
+            known = set()  # the keys of every live row, read before the listings (garbage collection)
+            if housekeeping:
+                known = {i.key for i in live} if scope is None else uow.instances.live_keys()
+            seen = await self.sync.run(tick, live, everywhere=housekeeping)
+            if housekeeping:
+                report.orphans_deleted = await collect_garbage(tick, self.providers, self._calls, seen, known)
+            others = {} if scope is None else uow.instances.live_shares(excluding=scope.tiers)
             uow.commit()
             live = [i for i in live if i.state.is_live]
             grouped = by_tier(live)
             tick.removed = self._removed_tiers(configured, grouped)
             readings = await self.decide.read_signals(tiers, grouped)
             creates = self.creates.retries(tick, live)
-            tick.fleet_budget = self._fleet_budget(configured, by_tier(i for i in fleet if i.state.is_live))
+            tick.fleet_budget = self._fleet_budget(configured, grouped, others)
             tick.rollout_controls = self.store.rollout_controls()
             for name in self._planning_order(tiers):  # who gets capacity first when the fleet budget binds
                 creates += self._decide_and_plan(tick, name, tiers[name], grouped[name], readings[name])
@@ -121,14 +128,23 @@ class Reconciler:
             await self.routes.run(tick)
         return report
 
-    def _fleet_budget(self, tiers: Mapping[str, TierSpec], grouped: Mapping[str, list[Instance]]) -> FleetBudget:
-        """This tick's fleet budget: what bills now, and each tier's unmet floor held at catalogue price."""
+    def _fleet_budget(
+        self,
+        tiers: Mapping[str, TierSpec],
+        grouped: Mapping[str, list[Instance]],
+        others: Mapping[str, FleetShare],
+    ) -> FleetBudget:
+        """This tick's fleet budget: what bills now (this tick's instances, and ``others``: the tiers other
+        daemons act on), and each tier's unmet floor held at catalogue price."""
         fleet = self.store.fleet_config()
         cap = fleet.budget_per_hour if fleet is not None else None
         spend = sum(i.price_per_hour for insts in grouped.values() for i in insts)
+        spend += sum(share.spend for share in others.values())
         reserved = {}
         for name, tier in tiers.items():
-            missing = max(0, tier.min - sum(1 for i in grouped.get(name, []) if i.counted))
+            share = others.get(name)
+            counted = share.counted if share is not None else sum(1 for i in grouped.get(name, []) if i.counted)
+            missing = max(0, tier.min - counted)
             price = tier.catalogue_price_per_hour()
             if missing and price:
                 reserved[name] = missing * price

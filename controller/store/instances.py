@@ -8,18 +8,26 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
-from sqlalchemy import Select, insert, select, update
+from sqlalchemy import Select, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from controller.store.models import InstanceRecord
-from domain.instance import LIVE, Instance, InstanceState
+from domain.instance import LIVE, Instance, InstanceState, is_counted
 
 LIVE_STATES = tuple(sorted(s.value for s in LIVE))  # for queries by state (the simulator uses it too)
 _FIELDS = tuple(f.name for f in dataclasses.fields(Instance))
 _values = operator.attrgetter(*_FIELDS)  # an entity's (or a row's) facts as one tuple, in _FIELDS order
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetShare:
+    """One tier's part of the fleet, as the fleet budget sees it."""
+
+    spend: float  # $/hour its live instances bill
+    counted: int  # instances that count toward its size
 
 
 @functools.cache
@@ -54,17 +62,42 @@ class InstanceRepository:
         self._session = session
         self._tracked: dict[str, tuple[Instance, tuple[Any, ...] | None]] = {}  # key -> (entity, stored facts)
 
-    def live(self) -> list[Instance]:
-        """Every instance that may bill, as stored after the changes made so far."""
+    def live(self, tiers: Collection[str] | None = None) -> list[Instance]:
+        """Every instance that may bill (of ``tiers`` only, when given), as stored after the changes made
+        so far."""
         self.flush()
+        query = live_instances_query()
+        if tiers is not None:
+            query = query.where(InstanceRecord.tier.in_(sorted(tiers)))
         found = []
-        for row in self._session.execute(live_instances_query()).all():
+        for row in self._session.execute(query).all():
             tracked = self._tracked.get(row.key)
             if tracked is None:
                 inst = to_entity(row)
                 tracked = self._tracked[row.key] = (inst, _values(inst))
             found.append(tracked[0])
         return found
+
+    def live_keys(self) -> set[str]:
+        """The keys of every instance that may bill (one column: what garbage collection compares with)."""
+        self.flush()
+        query = select(InstanceRecord.key).where(InstanceRecord.state.in_(LIVE_STATES))
+        return set(self._session.scalars(query))
+
+    def live_shares(self, excluding: Collection[str]) -> dict[str, FleetShare]:
+        """Per tier not in ``excluding``: what its live instances bill and how many count toward its size —
+        all the fleet budget needs of tiers another daemon acts on, without building their entities."""
+        groups = (InstanceRecord.tier, InstanceRecord.state, InstanceRecord.surge)
+        query = select(*groups, func.count(), func.sum(InstanceRecord.price_per_hour))
+        query = query.where(InstanceRecord.state.in_(LIVE_STATES)).group_by(*groups)
+        if excluding:
+            query = query.where(InstanceRecord.tier.not_in(sorted(excluding)))
+        shares: dict[str, FleetShare] = {}
+        for tier, state, surge, count, spend in self._session.execute(query):
+            share = shares.get(tier, FleetShare(0.0, 0))
+            counted = count if is_counted(InstanceState(state), surge=bool(surge)) else 0
+            shares[tier] = FleetShare(share.spend + float(spend or 0.0), share.counted + counted)
+        return shares
 
     def add(self, inst: Instance) -> None:
         self._tracked[inst.key] = (inst, None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import select
 
 from clocks import FakeClock
@@ -20,21 +21,22 @@ from controller.store.repository import Store
 from providers.registry import ProviderConfig
 from providers.simulated import SimulatedCloud
 from sources.static import StaticSignals
-from tests.unit.reconciler.conftest import TIERS, Script, World
+from tests.builders import min_floor, tier, tiers_yaml
+from tests.unit.reconciler.conftest import BATCH, TIERS, Script, World
 from tiers.config import parse_config
 
 WEB_OWNER = TickScope(frozenset({"web"}), housekeeping=True)
 BATCH_OWNER = TickScope(frozenset({"batch"}), housekeeping=False)
 
 
-def two_daemons(tmp_path: Path) -> tuple[World, Reconciler]:
+def two_daemons(tmp_path: Path, tiers: str = TIERS) -> tuple[World, Reconciler]:
     clock = FakeClock()
     options = {"provision_delay_min": 60.0, "provision_delay_max": 60.0}
     cloud = SimulatedCloud(ProviderConfig(name="simulated", type="simulated", options=options), clock)
     engine = make_engine(f"sqlite:///{tmp_path / 'shared.db'}")
     migrate.upgrade(engine)
     store = Store(engine)
-    store.apply_config(parse_config(TIERS, "tiers.yaml"), TIERS, "tiers.yaml", clock.now())
+    store.apply_config(parse_config(tiers, "tiers.yaml"), tiers, "tiers.yaml", clock.now())
     script, signals = Script(), StaticSignals(clock)
     first = Reconciler(store, {"simulated": cloud}, signals, clock, policy=PolicyRunner(script))
     second = Reconciler(Store(engine), {"simulated": cloud}, signals, clock, policy=PolicyRunner(script))
@@ -101,6 +103,28 @@ async def test_an_instance_created_by_another_daemon_mid_tick_is_not_collected(t
     assert len(await w.cloud_live()) == 2
     with w.store.sessions() as s:
         assert not s.scalars(select(EventRecord).where(EventRecord.kind == "orphan-deleted")).all()
+
+
+@pytest.mark.parametrize(("budget", "batch_instances"), [(5.39, 1), (5.38, 0)])
+async def test_the_fleet_budget_counts_the_other_daemons_instances(
+    tmp_path: Path, budget: float, batch_instances: int
+) -> None:
+    text = f"budget_per_hour: {budget}\n" + tiers_yaml({"web": tier(max=6, min=1, policy=min_floor(1)), "batch": BATCH})
+    w, other = two_daemons(tmp_path, text)
+    w.target("web", 2)  # 2 x $2.40 on-demand H100, stored by the web daemon
+    w.target("batch", 3)  # $0.59 each, planned by the other daemon, which never builds web's instances
+    await w.reconciler.tick(WEB_OWNER)
+    await other.tick(BATCH_OWNER)
+    assert tiers_of(w.rows()) == {"web": 2, **({"batch": batch_instances} if batch_instances else {})}
+    assert sum(r.price_per_hour for r in w.rows()) <= budget + 1e-9
+
+
+async def test_a_floor_the_other_daemon_has_not_met_yet_is_held_for_it(tmp_path: Path) -> None:
+    text = "budget_per_hour: 3.00\n" + tiers_yaml({"web": tier(max=6, min=1, policy=min_floor(1)), "batch": BATCH})
+    w, other = two_daemons(tmp_path, text)
+    w.target("batch", 3)
+    await other.tick(BATCH_OWNER)  # before web's daemon ticked: $2.40 is set aside for web's floor
+    assert tiers_of(w.rows()) == {"batch": 1}  # $0.59 of the $0.60 left
 
 
 def _orphan_spec(w: World) -> Any:
