@@ -268,9 +268,9 @@ class Daemon:
         commit and here, and metrics are never worth failing the loop over."""
         self._observe_held()
         try:
-            self.metrics_feed.observe(
-                report, controller.store, controller.fleet.tiers, list(controller.providers), seconds
-            )
+            owned = self.replica.owned_tiers() if self.replica is not None else None
+            tiers, providers = controller.fleet.tiers, list(controller.providers)
+            self.metrics_feed.observe(report, controller.store, tiers, providers, seconds, owned=owned)
         except DBAPIError as exc:
             log.warning("metrics not updated after this tick: the store is unreachable (%s)", one_line(exc))
         except Exception:

@@ -8,7 +8,7 @@ docs/metrics.md is the reference; tests keep the two in step."""
 from __future__ import annotations
 
 import platform
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info, disable_created_metrics
@@ -240,11 +240,14 @@ class DaemonMetrics:
         for tier, count in held.items():
             self.activator_held.labels(tier).set(count)
 
-    def observe_capacity(self, store: Store) -> None:
-        """Capacity per instance at the TTFT target: the prior and what the policy uses (learned or prior)."""
+    def observe_capacity(self, store: Store, tiers: Collection[str] | None = None) -> None:
+        """Capacity per instance at the TTFT target: the prior and what the policy uses (learned or prior);
+        sharded, of ``tiers`` only (this daemon's)."""
         specs, states = store.active_tiers(), store.policy_states()
         self.capacity.clear()
         for tier, spec in specs.items():
+            if tiers is not None and tier not in tiers:
+                continue
             view = learned_capacity(spec, states.get(tier, (PolicyState(), 0))[0])
             if view is not None:
                 self.capacity.labels(tier, "prior").set(view["prior"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from sqlalchemy import func, select
@@ -54,14 +54,25 @@ class MetricsFeed:
         self._tiers: set[str] = set()
         self._interrupted: OrderedDict[str, None] = OrderedDict()
         self._unit_costs_at = float("-inf")
+        self._only: set[str] | None = None  # sharded: the tiers this daemon reports
 
     def observe(
-        self, report: TickReport, store: Store, tiers: Mapping[str, TierSpec], providers: list[str], seconds: float
+        self,
+        report: TickReport,
+        store: Store,
+        tiers: Mapping[str, TierSpec],
+        providers: list[str],
+        seconds: float,
+        *,
+        owned: Collection[str] | None = None,
     ) -> None:
+        """``owned``: sharded, the tiers this daemon acts on — each tier's series come from that one daemon,
+        so summing a metric over the daemons counts every tier once."""
         m = self.m
         m.tick_seconds.observe(seconds)
         m.ticks.labels("ok").inc()
-        self._known(tiers, providers)
+        self._only = None if owned is None else set(owned)
+        self._known(tiers if owned is None else {n: t for n, t in tiers.items() if n in owned}, providers)
         for name, tick in report.tiers.items():
             m.desired.labels(name).set(tick.desired)
             m.decisions.labels(name, decision_outcome(tick.current, tick.desired, tick.reason)).inc()
@@ -85,7 +96,7 @@ class MetricsFeed:
         self._instances(report.t, store)
         self._unit_costs(report.t, store)
         self._events(store)
-        m.observe_capacity(store)
+        m.observe_capacity(store, self._only)
         self._last_t = report.t
 
     def _known(self, tiers: Mapping[str, TierSpec], providers: list[str]) -> None:
@@ -112,6 +123,8 @@ class MetricsFeed:
             return
         self._unit_costs_at = now
         for row in fleet_status(store, now):
+            if self._only is not None and row["tier"] not in self._only:  # another daemon's
+                continue
             if row["cost_per_1k_requests"] is None:  # unknown is absent, never zero
                 _remove(self.m.cost_per_1k, row["tier"])
             else:
@@ -122,7 +135,7 @@ class MetricsFeed:
         counts = {(t, s): 0 for t in self._tiers for s in INSTANCE_STATES}
         hourly = dict.fromkeys(self._tiers, 0.0)
         oldest = dict.fromkeys(self._tiers, 0.0)
-        for row in store.instances(limit=1_000_000):
+        for row in store.instances(tiers=self._only, limit=1_000_000):
             counts[(row.tier, row.state)] = counts.get((row.tier, row.state), 0) + 1
             hourly[row.tier] = hourly.get(row.tier, 0.0) + row.price_per_hour
             if row.state not in READY_STATES:
@@ -156,7 +169,7 @@ class MetricsFeed:
 
     def _event(self, event: EventRecord, row: InstanceRecord | None) -> None:
         m, tier = self.m, event.tier
-        if tier is None:
+        if tier is None or (self._only is not None and tier not in self._only):  # another daemon's tier
             return
         m.events.labels(tier, event.kind).inc()
         if event.kind == "no-placement" and "budget" in event.message:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -177,12 +177,19 @@ class Store:
         return UnitOfWork(self.sessions)
 
     def instances(
-        self, tier: str | None = None, *, include_ended: bool = False, limit: int = 1000
+        self,
+        tier: str | None = None,
+        *,
+        tiers: Collection[str] | None = None,
+        include_ended: bool = False,
+        limit: int = 1000,
     ) -> list[InstanceRecord]:
         with self.sessions() as s:
             q = select(InstanceRecord)
             if tier is not None:
                 q = q.where(InstanceRecord.tier == tier)
+            if tiers is not None:
+                q = q.where(InstanceRecord.tier.in_(sorted(tiers)))
             if not include_ended:
                 q = q.where(InstanceRecord.state.in_(LIVE_STATES))
             return list(s.scalars(q.order_by(InstanceRecord.created_at.desc()).limit(limit)).all())

@@ -158,3 +158,24 @@ async def test_provider_calls_are_counted_by_operation_and_outcome() -> None:
         value(metrics, "scalectl_provider_requests_total", provider="simulated", operation="offers", outcome="ok") == 1
     )
     assert value(metrics, "scalectl_provider_requests_total", provider="simulated", operation="get", outcome="ok") == 1
+
+
+def test_sharded_each_daemon_reports_only_the_tiers_it_acts_on(store: Store) -> None:
+    """Summed over the daemons, a tier's instances, cost and events count once: from its holder only."""
+    fleet = store.fleet_config()
+    assert fleet is not None
+    holder, other = DaemonMetrics(), DaemonMetrics()
+    feeds = {"research": MetricsFeed(holder), "orchestrator": MetricsFeed(other)}
+    for owned, feed in feeds.items():
+        feed.observe(_tick(0.0), store, fleet.tiers, ["simulated"], 0.01, owned=[owned])
+    with store.sessions.begin() as s:
+        s.add(_instance("sc-research-1"))
+        s.add(EventRecord(t=300.0, tier="research", instance_key="sc-research-1", kind="ready", message="up"))
+    for owned, feed in feeds.items():
+        feed.observe(_tick(3600.0), store, fleet.tiers, ["simulated"], 0.01, owned=[owned])
+    assert value(holder, "scalectl_tier_instances", tier="research", state="ready") == 1
+    assert value(holder, "scalectl_instance_events_total", tier="research", kind="ready") == 1
+    assert value(other, "scalectl_tier_instances", tier="research", state="ready") is None
+    assert value(other, "scalectl_instance_events_total", tier="research", kind="ready") is None
+    assert value(other, "scalectl_tier_hourly_cost_dollars", tier="research") is None
+    assert value(other, "scalectl_tier_instances", tier="orchestrator", state="ready") == 0
