@@ -75,6 +75,7 @@ class Daemon:
         self.activator: Activator | None = None
         self._wake_task: asyncio.Future[None] | None = None
         self._woken = False  # the activator asked for a tick while one was running: run another right after
+        self._tiers_ticked = 0  # tiers the last successful tick acted on
 
     # ---- wiring ----------------------------------------------------------------------------------
     def build(self) -> Controller:
@@ -169,8 +170,8 @@ class Daemon:
         except asyncio.CancelledError:  # shutdown cancels the job; the thread's statement ends by itself
             return
         owned = replica.owned_tiers()
-        if owned is None:
-            held = len(self.controller.fleet.tiers) if self.controller is not None and replica.is_leader() else 0
+        if owned is None:  # one leader acts on every tier (as many as its last tick saw; no store read here)
+            held = self._tiers_ticked if replica.is_leader() else 0
         else:
             held = len(owned)
         self.metrics.observe_leadership(replica.housekeeper(), replica.epoch, held)
@@ -248,6 +249,7 @@ class Daemon:
                 self.metrics.ticks.labels("error").inc()
             else:
                 self.health.tick_ok()
+                self._tiers_ticked = len(report.tiers)
                 self._observe(controller, report, self.real_clock.monotonic() - started)
                 self._announce(f"reconciling {len(report.tiers)} tiers")
                 self.notifier.watchdog()
