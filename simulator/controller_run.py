@@ -193,7 +193,7 @@ class _Run:
         self.events = CloudEvents(workload.cloud, self.clouds, workload.seed)
         engine = make_engine("sqlite://")
         Base.metadata.create_all(engine)
-        self.store = Store(engine)
+        self.store = Store(engine, sole_writer=True)  # a private database: nobody else writes to it
         self.store.apply_config(config, config_text, "simulate", self.clock.now())
         self.reconciler = Reconciler(
             self.store,

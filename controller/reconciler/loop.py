@@ -87,7 +87,8 @@ class Reconciler:
         daemon holds leases on; only the scope's housekeeper deletes instances no live row explains."""
         now = self.clock.now()
         report = TickReport(t=now)
-        configured = self.store.active_tiers()
+        fleet = self.store.fleet_config()
+        configured = dict(fleet.tiers) if fleet is not None else {}
         tiers = configured if scope is None else {n: t for n, t in configured.items() if scope.owns(n)}
         if not self._started:  # what the store remembers: back-offs (policy timers follow the tiers, below)
             self.backoffs.load(self.store.failure_history(now - self.backoffs.memory))
@@ -113,7 +114,8 @@ class Reconciler:
             tick.removed = self._removed_tiers(configured, grouped)
             readings = await self.decide.read_signals(tiers, grouped)
             creates = self.creates.retries(tick, live)
-            tick.fleet_budget = self._fleet_budget(configured, grouped, others)
+            cap = fleet.budget_per_hour if fleet is not None else None
+            tick.fleet_budget = self._fleet_budget(cap, configured, grouped, others)
             tick.rollout_controls = self.store.rollout_controls()
             for name in self._planning_order(tiers):  # who gets capacity first when the fleet budget binds
                 creates += self._decide_and_plan(tick, name, tiers[name], grouped[name], readings[name])
@@ -128,16 +130,15 @@ class Reconciler:
             await self.routes.run(tick)
         return report
 
+    @staticmethod
     def _fleet_budget(
-        self,
+        cap: float | None,
         tiers: Mapping[str, TierSpec],
         grouped: Mapping[str, list[Instance]],
         others: Mapping[str, FleetShare],
     ) -> FleetBudget:
         """This tick's fleet budget: what bills now (this tick's instances, and ``others``: the tiers other
         daemons act on), and each tier's unmet floor held at catalogue price."""
-        fleet = self.store.fleet_config()
-        cap = fleet.budget_per_hour if fleet is not None else None
         spend = sum(i.price_per_hour for insts in grouped.values() for i in insts)
         spend += sum(share.spend for share in others.values())
         reserved = {}

@@ -79,10 +79,15 @@ class NoticeMismatch(ValueError):
 
 
 class Store:
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, *, sole_writer: bool = False):
+        """``sole_writer``: nothing but this object writes the configuration and rollout controls (the
+        simulator's private database), so they are read once and kept until it changes them itself. The
+        daemon's store is not: `scalectl apply` and `scalectl rollout` write from other processes."""
         self.engine = engine
         self.sessions: sessionmaker[Session] = make_sessionmaker(engine)
+        self.sole_writer = sole_writer
         self._config_cache: tuple[int | None, FleetConfig | None] | None = None
+        self._rollouts_cache: dict[str, RolloutControl] | None = None
 
     # ---- configuration ---------------------------------------------------------------------------
     # One stored form (the text of each applied version), one read route (``fleet_config``, parsed once
@@ -90,7 +95,9 @@ class Store:
     def fleet_config(self) -> FleetConfig | None:
         """The last applied configuration (tiers and providers), or None before the first apply. Every
         change comes with a new config version, so the parsed config is kept until the latest version
-        moves (one scalar query per call)."""
+        moves (one scalar query per call; none for a sole writer)."""
+        if self.sole_writer and self._config_cache is not None:
+            return self._config_cache[1]
         version = self.config_version()
         cached = self._config_cache
         if cached is not None and cached[0] == version:
@@ -145,6 +152,7 @@ class Store:
         """Store a new version when anything changed; returns (version or None if unchanged, changes)."""
         from tiers.config import config_digest
 
+        self._config_cache = None
         with self.sessions.begin() as s:
             latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()
             before = _parse_version(latest)
@@ -197,15 +205,20 @@ class Store:
     # ---- rollouts ----------------------------------------------------------------------------------
     def rollout_controls(self) -> dict[str, RolloutControl]:
         """Per tier, what `scalectl rollout` set (tiers never touched have no entry: generation 0, running)."""
-        with self.sessions() as s:
-            rows = s.execute(select(RolloutRecord.tier, RolloutRecord.generation, RolloutRecord.paused)).all()
-        return {tier: RolloutControl(generation, paused) for tier, generation, paused in rows}
+        if self.sole_writer and self._rollouts_cache is not None:
+            return dict(self._rollouts_cache)
+        with self.engine.connect() as conn:  # a plain read, no ORM session: the reconciler asks every tick
+            rows = conn.execute(select(RolloutRecord.tier, RolloutRecord.generation, RolloutRecord.paused)).all()
+        controls = {tier: RolloutControl(generation, bool(paused)) for tier, generation, paused in rows}
+        self._rollouts_cache = controls if self.sole_writer else None
+        return dict(controls)
 
     def set_rollout(
         self, tier: str, now: float, *, restart: bool = False, paused: bool | None = None
     ) -> RolloutControl:
         """`scalectl rollout restart|pause|resume`: a new generation (every instance drifts) and/or the pause
         flag; recorded as an event."""
+        self._rollouts_cache = None
         with self.sessions.begin() as s:
             row = s.get(RolloutRecord, tier)
             if row is None:
