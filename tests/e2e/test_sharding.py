@@ -47,7 +47,9 @@ providers:
   spheron:
     type: spheron
     base_url: {url}
-    options: {{ssh_key_id: {SSH_KEY_ID}, team_id: {TEAM_ID}}}
+    # Each daemon holds its own budget of Spheron's 10 creates / 15 min; one daemon may come to hold
+    # most of the tiers and launch for all of them (docs/operations.md, sharding and request budgets).
+    options: {{ssh_key_id: {SSH_KEY_ID}, team_id: {TEAM_ID}, creates_per_15min: 40}}
 """
 
 
@@ -144,6 +146,20 @@ def test_three_daemons_split_the_tiers_and_take_over_a_killed_or_paused_one(flee
     assert_invariants(fleet)
     log = daemon_log(fleet.tmp / paused).read_text()
     assert "gave up tier" in log, log[-3000:]
+
+    with fleet.engine.connect() as conn:  # cut every daemon's database connections at once
+        conn.execute(
+            text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND application_name = '' AND client_addr IS NOT NULL"
+            )
+        )
+        conn.commit()
+    took = wait_for("every tier held again", lambda: fleet.all_held_by(fleet.alive()), seconds=30, logs=fleet)
+    assert took < TAKEOVER_BOUND
+    time.sleep(3)
+    assert len(fleet.live()) == len(TIERS)
+    assert_invariants(fleet)
     for name in fleet.procs:
         text_ = daemon_log(fleet.tmp / name).read_text()
         assert "Traceback" not in text_, text_[-3000:]
