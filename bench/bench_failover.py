@@ -17,17 +17,15 @@ import signal
 import statistics
 import tempfile
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from clocks import SystemClock
 from tests.e2e.helpers import scalectl, start_daemon
 from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, booting_spheron
-from tests.services import PG_URL, ensure_service
+from tests.services import scratch_database
 
 TIERS = """
 tiers:
@@ -53,14 +51,9 @@ def main() -> None:
     parser.add_argument("--ttl", type=float, default=10.0)
     args = parser.parse_args()
 
-    ensure_service("postgresql")
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    name = f"scbench_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    db_url = make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
-    engine = create_engine(db_url)
     stack = contextlib.ExitStack()
+    db_url = stack.enter_context(scratch_database("scbench"))
+    engine = create_engine(db_url)
     fake, server = stack.enter_context(booting_spheron(SystemClock(), minimum_runtime_minutes=0))
     env = {
         "SCALECTL_DATABASE_URL": db_url,
@@ -126,11 +119,8 @@ def main() -> None:
             p.terminate()
         for p in procs.values():
             p.wait(timeout=30)
-        stack.close()
         engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        stack.close()
 
 
 if __name__ == "__main__":

@@ -21,20 +21,18 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from controller.store.instances import LIVE_STATES
 from tests.e2e.helpers import free_port, scalectl, start_daemon
-from tests.services import PG_URL, ensure_service, repo_root
+from tests.services import repo_root, scratch_database
 
 
 def tiers_yaml(url: str, tiers: int, per_tier: int) -> str:
@@ -97,12 +95,8 @@ def main() -> None:
     args = parser.parse_args()
     total = args.tiers * args.per_tier
 
-    ensure_service("postgresql")
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    name = f"scbench_{uuid.uuid4().hex[:8]}"
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    db_url = make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    stack = contextlib.ExitStack()
+    db_url = stack.enter_context(scratch_database("scbench"))
     engine = create_engine(db_url)
     cloud, url = start_cloud(capacity=total)
     env = {
@@ -194,9 +188,7 @@ def main() -> None:
         cloud.terminate()
         cloud.wait(timeout=30)
         engine.dispose()
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        stack.close()
 
 
 if __name__ == "__main__":

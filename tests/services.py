@@ -6,11 +6,14 @@ command that would have started it.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import socket
 import subprocess
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 PG_URL = os.environ.get("SCALECTL_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
@@ -79,3 +82,23 @@ def ensure_service(name: str, wait_seconds: float = 60.0) -> None:
 
 def repo_root() -> Path:
     return Path(__file__).resolve().parent.parent
+
+
+@contextlib.contextmanager
+def scratch_database(prefix: str) -> Iterator[str]:
+    """A fresh PostgreSQL database (started if down) for one test or benchmark, dropped afterwards even
+    while connections to it remain; yields its URL."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    ensure_service("postgresql")
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

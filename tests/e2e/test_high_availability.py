@@ -16,7 +16,6 @@ import signal
 import subprocess
 import tempfile
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,12 +23,11 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from clocks import SystemClock
 from tests.e2e.helpers import daemon_log, free_port, scalectl, start_daemon
 from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, booting_spheron
-from tests.services import PG_URL, ensure_service
+from tests.services import scratch_database
 
 pytestmark = pytest.mark.e2e
 TAKEOVER_BOUND = 15.0  # seconds: the issue's target for a standby to lead after the leader is gone
@@ -38,17 +36,8 @@ LEASE_TTL = "4"
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    ensure_service("postgresql")
-    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
-    name = f"sche2e_{uuid.uuid4().hex[:10]}"
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with scratch_database("sche2e") as url:
+        yield url
 
 
 @pytest.fixture

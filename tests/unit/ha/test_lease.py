@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -13,20 +10,11 @@ from clocks import FakeClock
 from controller.ha.elector import LeaderElector, LeadershipChange
 from controller.ha.lease import Identity, LeadershipLost, Term
 from controller.ha.lease_store import LeaseStore
-from controller.store import migrate
 from controller.store.db import make_engine
 
 TTL = 10.0
 A = Identity("host-a:1:aaaa", "host-a", 1)
 B = Identity("host-b:2:bbbb", "host-b", 2)
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'ha.db'}")
-    migrate.upgrade(engine)
-    yield engine
-    engine.dispose()
 
 
 @pytest.fixture

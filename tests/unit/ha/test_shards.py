@@ -3,9 +3,6 @@ when one stops renewing (at 9.9 s vs 10.1 s), and the fence of a tick whose tier
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
@@ -15,22 +12,12 @@ from controller.ha.lease import Identity, LeadershipLost
 from controller.ha.lease_store import LeaseStore
 from controller.ha.shard_elector import ShardElector
 from controller.ha.shards import HOUSEKEEPING, assignment, owner_of, tier_lease
-from controller.store import migrate
-from controller.store.db import make_engine
 
 TTL = 10.0
 A = Identity("host-a:1:aaaa", "host-a", 1)
 B = Identity("host-b:2:bbbb", "host-b", 2)
 C = Identity("host-c:3:cccc", "host-c", 3)
 TIERS = [f"tier-{i:03d}" for i in range(200)]
-
-
-@pytest.fixture
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'ha.db'}")
-    migrate.upgrade(engine)
-    yield engine
-    engine.dispose()
 
 
 # ---- the assignment (pure) --------------------------------------------------------------------------
