@@ -81,3 +81,14 @@ def offered(load: Load, service_time: float | None) -> float | None:
     if load.rate is None or service_time is None:
         return load.in_flight
     return max(load.rate * service_time, load.running or 0.0)
+
+
+def computed_tokens(signals: Signals) -> float | None:
+    """Tokens per second the tier's engines compute: prompt tokens not found in the prefix cache, plus the
+    tokens generated. None when the prompt token rate is unknown; an unknown hit rate counts every prompt
+    token (the cautious reading), an unknown generation rate counts none (the prompt dominates the compute)."""
+    prompt = signals.prompt_tokens_rate
+    if prompt is None:
+        return None
+    hit = min(max(signals.prefix_cache_hit_rate or 0.0, 0.0), 1.0)
+    return prompt * (1.0 - hit) + (signals.generation_tokens_rate or 0.0)

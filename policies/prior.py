@@ -5,7 +5,8 @@ capped at the KV-cache slots); every request beyond that waits, and its TTFT gro
 arrivals fill the last slots only in bursts, and a fuller batch makes every decode step slower, so queueing
 starts before the limit: at about ``KNEE_SHARE`` of it (the calibrated instance model breaks between 80%
 and 90% of its sequence slots). That is the prior. Where prefill compute runs out first (long prompts),
-TTFT breaks earlier, and the fleet's own TTFT observations bring it down (policies/capacity.py).
+TTFT breaks earlier: ``compute_prior`` is that second limit, in tokens per second, and the fleet's own TTFT
+observations bring the first one down (policies/capacity.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+from sizing.engine import launched_engine
 from sizing.errors import SizingError
 from sizing.gpus import UnknownGpu
 from sizing.plan import make_plan
@@ -41,3 +43,16 @@ def capacity_prior(serving: ServingSpec, gpu: str, gpu_count: int) -> float:
     except (SizingError, UnknownGpu, ValueError, OSError):
         return admitted * KNEE_SHARE  # a model or GPU the catalogue cannot size: the flags alone
     return min(admitted, float(plan.math.slots)) * KNEE_SHARE
+
+
+@lru_cache(maxsize=256)
+def compute_prior(serving: ServingSpec, gpu: str, gpu_count: int) -> float | None:
+    """Tokens per second one server computes — prompt tokens prefilled and tokens generated each cost
+    2 x active parameters FLOPs — at the engine model's effective peak (what `scalectl plan` and the
+    simulator assume). No knee of its own: the policy's target utilisation is the headroom. None when the
+    catalogue cannot size the model or GPU."""
+    try:
+        engine = launched_engine(serving, gpu, gpu_count)
+    except (SizingError, UnknownGpu, ValueError, OSError):
+        return None
+    return 1.0 / engine.prefill_s_per_token

@@ -31,7 +31,7 @@ from policies.capacity import (
     small_fleet_capacity,
 )
 from policies.common import ceil_count, dur, latency, num
-from policies.load import Load, load_of, offered, rate_text
+from policies.load import Load, computed_tokens, load_of, offered, rate_text
 from policies.spec import ReactiveRules
 from policies.types import Decision, PolicyInput, PolicyState
 
@@ -121,6 +121,13 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     state = state.with_condition(KNOWN, True, now).with_condition(IDLE, load.idle, now)
     keep = max(floor, ceil_count(asked * (1 + rules.tolerance) / per))
     keep = _small_fleet(rules, state, cap, asked * (1 + rules.tolerance), keep, current)
+    compute = _compute_need(rules, inp)
+    if compute is not None:  # two limits, like an HPA with two metrics: the larger need wins
+        fraction, compute_text = compute
+        by_compute = max(floor, ceil_count(fraction))
+        if by_compute > need:
+            basis, need = f"{basis} → {need}; {compute_text}", by_compute
+        keep = max(keep, ceil_count(fraction * (1 + rules.tolerance)))
     state = _window(state, now, keep, rules.stabilization)
 
     breach = _breach(rules, inp, per, need, svc)
@@ -159,6 +166,21 @@ def _small_fleet(
             return need
         need += 1
     return need
+
+
+def _compute_need(rules: ReactiveRules, inp: PolicyInput) -> tuple[float, str] | None:
+    """Instances the token rate needs at the engine's compute per instance (``inp.compute_prior``), as a
+    fraction (the caller rounds, with its tolerance for keeping): long prompts run out of prefill compute
+    long before they fill the sequence slots the in-flight capacity counts."""
+    tokens = computed_tokens(inp.signals)
+    if tokens is None or not inp.compute_prior:
+        return None
+    per = inp.compute_prior * rules.target_utilization
+    text = (
+        f"compute {num(round(tokens / 1000, 1))}k tokens/s ÷ ({num(round(inp.compute_prior / 1000, 1))}k × "
+        f"{rules.target_utilization:g})"
+    )
+    return tokens / per, text
 
 
 def _basis(load: Load, cap: CapacityEstimate, svc: float | None, utilisation: float) -> str:

@@ -23,6 +23,7 @@ class Signals:
     request_rate: float | None = None  # requests arriving per second over the reading window
     prompt_tokens_rate: float | None = None  # prompt tokens per second over the reading window
     generation_tokens_rate: float | None = None
+    prefix_cache_hit_rate: float | None = None  # share of prompt tokens found in the prefix cache (no prefill)
 
     def to_dict(self) -> dict[str, float | None]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -132,6 +133,9 @@ class PolicyInput:
     # Load one instance carries at the TTFT target before anything is learned (KV-cache math, `scalectl
     # plan`); None when the tier has no serving model to size (then the policy's own figures decide).
     capacity_prior: float | None = None
+    # Tokens per second (prompt prefilled + generated) one instance computes, from the engine model (`scalectl
+    # plan`: 2 x active params FLOPs per token at the GPU's effective peak); None when it cannot be sized.
+    compute_prior: float | None = None
     # Measured create→ready time of the tier's recent launches (high percentile); None: none measured yet.
     boot_time: float | None = None
 

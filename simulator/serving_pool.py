@@ -116,7 +116,10 @@ class ServingPool:
         self._prefill_free = np.zeros(0)
         self._inflight = empty()
         self._unrouted = empty()  # requests with no instance to go to (held at the load balancer)
-        self._window: deque[tuple[float, np.ndarray, int]] = deque()
+        self._window: deque[tuple[float, np.ndarray, int, np.ndarray]] = deque()
+        # Tokens of the requests that arrived in the window: prompt, prompt found in the prefix cache, output
+        # (vLLM's counters count them as served; arrivals are what a fleet that keeps up serves).
+        self._window_tokens = np.zeros(3)
         self._hist = LatencyHistogram()
         self._window_arrivals = 0
         self._last_arrivals = 0
@@ -293,7 +296,9 @@ class ServingPool:
                 self._retired.discard(slot)
                 self._slot_of.pop(self._ids[slot], None)
         rec = self.record
-        n_new = int((sent.col(RETRIES) == 0).sum())
+        fresh = sent.col(RETRIES) == 0
+        n_new = int(fresh.sum())
+        tokens = np.array([sent.col(N_IN)[fresh].sum(), sent.col(N_CACHED)[fresh].sum(), sent.col(N_OUT)[fresh].sum()])
         rec.arrivals += n_new
         self._last_arrivals = n_new
         rec.ttft_at.append(result.ttft_at.astype(np.float32))
@@ -302,12 +307,14 @@ class ServingPool:
         # Sliding window of TTFT as a histogram, like vLLM's own metric read over `window_s`.
         counts = self._hist.counts(result.ttft)
         self._hist.add(counts)
-        self._window.append((t1, counts, n_new))
+        self._window.append((t1, counts, n_new, tokens))
         self._window_arrivals += n_new
+        self._window_tokens += tokens
         while self._window and self._window[0][0] <= t1 - self.window_s:
-            _, old, n_old = self._window.popleft()
+            _, old, n_old, old_tokens = self._window.popleft()
             self._hist.remove(old)
             self._window_arrivals -= n_old
+            self._window_tokens -= old_tokens
         running = int((self._inflight.col(ADMITTED) > 0).sum())
         waiting_now = len(self._inflight) - running + len(self._unrouted)
         rec.timeline.append((t1, n_new, int(self._routable.sum()), running, waiting_now))
@@ -339,6 +346,7 @@ class ServingPool:
             used = (d[on, N_IN] + d[on, N_OUT] - d[on, REMAINING]).sum()
             kv = float(min(used / (ready * self.profile.kv_capacity_tokens), 1.0))
         q = self._hist.quantiles((0.5, 0.95, 0.99))
+        prompt, cached, output = (max(float(v), 0.0) for v in self._window_tokens)  # float noise of the sums
         return Signals(
             ttft_p50_s=q[0] if q else None,
             ttft_p95_s=q[1] if q else None,
@@ -348,6 +356,9 @@ class ServingPool:
             kv_cache_usage=kv,
             arrivals=float(self._last_arrivals),
             request_rate=self._window_arrivals / self.window_s,
+            prompt_tokens_rate=prompt / self.window_s if ready else None,  # no endpoint answers: unknown
+            generation_tokens_rate=output / self.window_s if ready else None,
+            prefix_cache_hit_rate=cached / prompt if ready and prompt > 0 else None,
         )
 
 

@@ -272,9 +272,10 @@ def _signal_values(f: VllmFigures) -> dict[str, float | None]:
         "arrivals": f.arrivals,
         "prompt_tokens_rate": f.prompt_tokens_rate,
         "generation_tokens_rate": f.generation_tokens_rate,
+        "prefix_cache_hit_rate": f.prefix_cache_hit_rate,
     }
 
 
 def _extra(f: VllmFigures) -> dict[str, Any]:
-    wanted = ("kv_cache_usage_max", "prefix_cache_hit_rate", "preemptions", "endpoints_answering", "window_s")
+    wanted = ("kv_cache_usage_max", "preemptions", "endpoints_answering", "window_s")
     return {k: v for k, v in asdict(f).items() if k in wanted}

@@ -10,7 +10,7 @@ from policies.boot import boot_time
 from policies.external import load_external_policy
 from policies.history import DemandHistory
 from policies.predictive import lead_time_of
-from policies.prior import capacity_prior
+from policies.prior import capacity_prior, compute_prior
 from policies.registry import forecast_of
 from policies.spec import ExternalPolicy
 from policies.types import Bounds, Decision, PolicyInput, SeasonalHistory
@@ -110,6 +110,8 @@ class PolicyRunner:
     def decide(self, name: str, tier: TierSpec, inp: PolicyInput, bounds: Bounds | None = None) -> Decision:
         if inp.capacity_prior is None:
             inp = replace(inp, capacity_prior=capacity_prior(tier.serving, tier.gpu, tier.gpu_count))
+        if inp.compute_prior is None:
+            inp = replace(inp, compute_prior=compute_prior(tier.serving, tier.gpu, tier.gpu_count))
         if forecast_of(tier.policy) is not None and inp.boot_time is None:
             # the forecast window must match the lead time the policy acts on (measured, in its state)
             inp = replace(inp, history=self.seasonal(name, tier, inp.now, inp.state.learned))

@@ -29,8 +29,10 @@ class Runner:
         current: int = 0,
         external: ExternalPolicyLike | None = None,
         start: float = T0,
+        compute_prior: float | None = None,
     ):
         self.policy = policy
+        self.compute_prior = compute_prior
         self.bounds = bounds or Bounds(min=0, max=100)
         self.current = current
         self.state = PolicyState()
@@ -54,6 +56,7 @@ class Runner:
             state=self.state,
             history=history or SeasonalHistory(),
             booting=booting,
+            compute_prior=self.compute_prior,
         )
         decision = decide(self.policy, inp, self.bounds, self.external)
         self.state = decision.state

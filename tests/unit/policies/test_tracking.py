@@ -218,3 +218,32 @@ def test_scale_in_stops_at_a_small_fleet_size_that_breached_at_this_load() -> No
     for t in range(0, 400, 10):
         fresh.tick(t, **vllm(60))
     assert fresh.current == 1  # without that memory it goes to one
+
+
+# ---- compute: long prompts run out of prefill compute before they fill the sequence slots ----------------
+def compute_runner(current: int) -> Runner:
+    # 10,000 tokens/s per instance × 0.85 = 8,500 per instance
+    return Runner(spec(**PLAIN), bounds=Bounds(min=1, max=40), current=current, compute_prior=10_000.0)
+
+
+def test_the_token_rate_sizes_the_fleet_when_compute_runs_out_first() -> None:
+    decision = compute_runner(current=2).tick(0, **vllm(170, prompt_tokens_rate=40_000, generation_tokens_rate=2_500))
+    assert decision.desired == 5  # in flight needs 2; (40,000 + 2,500) / 8,500 = 5
+    assert decision.reason == ("load 170 in flight ÷ (100 × 0.85) → 2; compute 42.5k tokens/s ÷ (10k × 0.85) → 5")
+    assert compute_runner(current=2).tick(0, **vllm(170, prompt_tokens_rate=42_500.5)).desired == 6
+
+
+def test_prompt_tokens_found_in_the_prefix_cache_cost_no_compute() -> None:
+    decision = compute_runner(current=2).tick(0, **vllm(170, prompt_tokens_rate=40_000, prefix_cache_hit_rate=0.75))
+    assert decision.desired == 2  # 10,000 computed tokens/s need 2, as the in-flight load does
+
+
+def test_an_unknown_token_rate_leaves_the_in_flight_need_alone() -> None:
+    decision = compute_runner(current=2).tick(0, **vllm(170))
+    assert decision.desired == 2 and "compute" not in decision.reason
+
+
+def test_the_compute_need_holds_scale_in_like_any_need() -> None:
+    run = compute_runner(current=5)
+    for t in range(0, 700, 10):  # in flight says 2 all along; compute says 5
+        assert run.tick(t, **vllm(170, prompt_tokens_rate=42_500)).desired == 5
