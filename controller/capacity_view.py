@@ -6,7 +6,7 @@ from typing import Any
 
 from policies.boot import boot_time
 from policies.capacity import estimate, service_time, summary
-from policies.prior import capacity_prior
+from policies.prior import capacity_prior, compute_prior
 from policies.spec import ReactiveRules
 from policies.types import PolicyState
 from tiers.config import TierSpec
@@ -35,6 +35,8 @@ def learned_capacity(tier: TierSpec, state: PolicyState) -> dict[str, Any] | Non
         "prior": round(prior, 2),
         "learned": None if cap.learned is None else round(cap.learned, 2),
         "requests_per_second_per_instance": None if not svc else round(cap.per_instance / svc, 2),
+        # the second limit: tokens per second one instance computes (the engine model), None if unsized
+        "compute_tokens_per_second_per_instance": _rounded(compute_prior(tier.serving, tier.gpu, tier.gpu_count)),
         "service_time_s": svc,
         "boot_time_s": boot_time(state.learned),
         "target_utilization": rules.target_utilization,
@@ -42,3 +44,7 @@ def learned_capacity(tier: TierSpec, state: PolicyState) -> dict[str, Any] | Non
         "why": cap.text,
         "observations": [{"load_per_instance": x, "breached_share": b} for x, b in summary(state.learned)],
     }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value)
