@@ -8,6 +8,7 @@ spot kept being reclaimed."""
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Collection
 
 from controller.reconciler.placement import PROVIDER_UNAVAILABLE_FOR, UNAVAILABLE_FOR, UnavailableOffers
 from controller.store.history import FailureHistory
@@ -55,6 +56,33 @@ class Backoffs:
         for tier, t in history.spot_waits:
             self.spot_short(tier, t)
 
+    def follow(self, history: FailureHistory, new: Collection[str], gone: Collection[str]) -> None:
+        """Tiers this reconciler starts or stops acting on (sharded daemons hand tiers over): what it kept
+        for a tier it leaves is dropped, and a tier it takes resumes from what the store recorded for it —
+        its interruptions, create and crash back-offs and spot waits (offer-wide marks stay as they are)."""
+        for tier in {*new, *gone}:
+            for per_tier in (
+                self._creates,
+                self._interruptions,
+                self._tier_crashes,
+                self._crash_gate,
+                self._spot_short,
+            ):
+                per_tier.pop(tier, None)
+        wanted = set(new)
+        for tier, t in history.interruptions:
+            if tier in wanted:
+                self.interrupted(tier, t)
+        for tier, t in history.create_backoffs:
+            if tier in wanted:
+                self.create_refused(tier, t)
+        for tier, _provider, _offer, t in history.crashes:
+            if tier in wanted:
+                self._tier_crashed(tier, t)
+        for tier, t in history.spot_waits:
+            if tier in wanted:
+                self.spot_short(tier, t)
+
     # ---- offers and providers --------------------------------------------------------------------
     def no_capacity(self, offer: Offer, capacity: Capacity, now: float) -> None:
         self.offers.mark(offer, capacity, now, self.offer_unavailable_for)
@@ -70,6 +98,9 @@ class Backoffs:
         offer_crashes = _recent(self._crashes[(provider, offer_id)], now)
         for capacity in Capacity:
             self.offers.mark_id(provider, offer_id, capacity, now, _doubling(CRASH_BACKOFF_FIRST, offer_crashes))
+        return self._tier_crashed(tier, now)
+
+    def _tier_crashed(self, tier: str, now: float) -> tuple[int, float]:
         crashes = _recent(self._tier_crashes[tier], now)
         delay = _doubling(CRASH_TIER_FIRST, crashes)
         self._crash_gate[tier] = max(self._crash_gate.get(tier, 0.0), now + delay)

@@ -39,23 +39,25 @@ class DecidePhase:
         self._before: dict[str, tuple[PolicyState, int]] = {}  # this tick's starting state, per tier
         self._following: set[str] = set()
 
-    def follow(self, tiers: Mapping[str, TierSpec], now: float) -> None:
+    def follow(self, tiers: Mapping[str, TierSpec], now: float) -> tuple[set[str], set[str]]:
         """The tiers this phase decides for, every tick. A tier new to it (the first tick, a tier applied,
         or one taken over from another daemon) resumes from the store: its policy state and its demand
         history as far back as its forecast looks. A tier it no longer decides for is forgotten, so taking
-        it back later resumes from what its other owner stored meanwhile."""
+        it back later resumes from what its other owner stored meanwhile. Returns (new, gone) tier names."""
         new = {name: tiers[name] for name in tiers if name not in self._following}
-        for name in self._following - set(tiers):
+        gone = self._following - set(tiers)
+        for name in gone:
             self._states.pop(name, None)
             self.policy.forget(name)
         self._following = set(tiers)
         if not new:
-            return
+            return set(), gone
         stored = self.store.policy_states()
         self._states.update({name: stored[name] for name in new if name in stored})
         reach = self.policy.history_reach(new)
         if reach > 0:
             self.policy.seed_history(self.store.demand_samples(now - reach), new)
+        return set(new), gone
 
     async def read_signals(
         self, tiers: Mapping[str, TierSpec], by_tier: Mapping[str, list[Instance]]

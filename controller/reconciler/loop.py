@@ -90,10 +90,12 @@ class Reconciler:
         fleet = self.store.fleet_config()
         configured = dict(fleet.tiers) if fleet is not None else {}
         tiers = configured if scope is None else {n: t for n, t in configured.items() if scope.owns(n)}
-        if not self._started:  # what the store remembers: back-offs (policy timers follow the tiers, below)
+        new, gone = self.decide.follow(tiers, now)  # policy timers and history, from the store for new tiers
+        if not self._started:  # what the store remembers: back-offs, every tier's and offer-wide
             self.backoffs.load(self.store.failure_history(now - self.backoffs.memory))
             self._started = True
-        self.decide.follow(tiers, now)
+        elif new or gone:  # tiers taken over (or applied) resume their back-offs; those handed over drop theirs
+            self.backoffs.follow(self.store.failure_history(now - self.backoffs.memory), new, gone)
         report.provider_errors.update(await self.offers.refresh(tiers))
         with self.store.unit_of_work() as uow:
             tick = Tick(now, tiers, uow, report)

@@ -18,6 +18,7 @@ from controller.store import migrate
 from controller.store.db import make_engine
 from controller.store.models import EventRecord, InstanceRecord
 from controller.store.repository import Store
+from providers.errors import InvalidRequest
 from providers.registry import ProviderConfig
 from providers.simulated import SimulatedCloud
 from sources.static import StaticSignals
@@ -132,3 +133,24 @@ def _orphan_spec(w: World) -> Any:
 
     offer = w.cloud._offers(GpuRequest(gpu="H100-SXM5-80GB"))[0]
     return LaunchSpec(key="sc-web-deadbeef", tier="web", offer=offer, capacity=Capacity.ON_DEMAND)
+
+
+async def test_a_tier_taken_over_keeps_its_create_back_off(tmp_path: Path) -> None:
+    """The other daemon has ticked long before the tier comes to it: what it loaded at its start is old.
+    Taking the tier over, it resumes the tier's back-off from the store, as a restart would."""
+    w, other = two_daemons(tmp_path)
+    w.target("web", 3)
+    w.target("batch", 0)
+    await other.tick(BATCH_OWNER)  # the other daemon starts (and loads the back-offs of that moment)
+    w.cloud.fail_next("create", InvalidRequest("bootstrap.user_data: bad key", provider="simulated"), times=50)
+    await w.reconciler.tick(WEB_OWNER)
+    assert w.cloud.calls["create"] == 3  # failed for good: web's creates wait 10 s
+    w.clock.advance(1.0)
+    both = TickScope(frozenset({"web", "batch"}), housekeeping=False)  # web's daemon left; web moved here
+    for _ in range(8):
+        await other.tick(both)
+        w.clock.advance(1.0)
+    assert w.cloud.calls["create"] == 3  # inside web's back-off: the new holder creates nothing either
+    assert other.backoffs.create_failures("web") == 1
+    await other.tick(BATCH_OWNER)  # handed back: what it kept for web is dropped
+    assert other.backoffs.create_failures("web") == 0
