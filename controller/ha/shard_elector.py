@@ -12,6 +12,7 @@ so a tier handed over or taken away mid-tick gets no further commit or provider 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable
 
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -41,6 +42,9 @@ class ShardElector:
         self.on_change = on_change
         self.terms: dict[str, Term] = {}  # lease name -> our term; replaced whole, never mutated in place
         self._scope: dict[str, Term] | None = None  # the running tick's leases (name -> term at its start)
+        # The step runs in a worker thread while a tick may begin in the event loop: a lease is handed back
+        # only if no running tick began on it (the two decide under this lock).
+        self._scoping = threading.Lock()
 
     # ---- the periodic step -------------------------------------------------------------------------
     def step(self, tiers: Iterable[str], members: Iterable[str] | None, *, may_release: bool = True) -> None:
@@ -56,7 +60,7 @@ class ShardElector:
         wanted = {HOUSEKEEPING, *(tier_lease(t) for t in tiers)}
         mine = {name for name in wanted if owner_of(name, members) == self.me.holder}
         if may_release:
-            self._hand_back([n for n in self.terms if n not in mine])
+            self._hand_back(mine)
         for name in sorted(mine - set(self.terms)):
             try:
                 term = self.leases.try_acquire(self.me, sent, name=name)
@@ -86,10 +90,13 @@ class ShardElector:
         for name in sorted(set(terms) - set(kept)):
             self._notify("leader_lost", terms[name], "the lease was taken by another daemon")
 
-    def _hand_back(self, names: list[str]) -> None:
-        for name in sorted(names):
-            term = self.terms[name]
-            self.terms = {n: t for n, t in self.terms.items() if n != name}
+    def _hand_back(self, mine: set[str]) -> None:
+        """Give up the leases that belong elsewhere now, except those a running tick acts on (next step)."""
+        with self._scoping:
+            busy = self._scope or {}
+            leaving = {n: t for n, t in self.terms.items() if n not in mine and n not in busy}
+            self.terms = {n: t for n, t in self.terms.items() if n not in leaving}
+        for name, term in sorted(leaving.items()):
             try:
                 self.leases.release(term)
             except SQLAlchemyError as exc:  # the next owner waits out the TTL instead
@@ -130,13 +137,15 @@ class ShardElector:
 
     def begin_tick(self) -> TickScope:
         mono = self.clock.monotonic()
-        scope = {n: t for n, t in self.terms.items() if t.valid(mono)}
-        self._scope = scope
+        with self._scoping:
+            scope = {n: t for n, t in self.terms.items() if t.valid(mono)}
+            self._scope = scope
         tiers = frozenset(t for n in scope if (t := tier_of_lease(n)) is not None)
         return TickScope(tiers, HOUSEKEEPING in scope)
 
     def end_tick(self) -> None:
-        self._scope = None
+        with self._scoping:
+            self._scope = None
 
     def check(self) -> dict[str, Term]:
         """Before a provider call: every lease of the running tick is still ours and within its deadline."""
