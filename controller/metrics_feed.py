@@ -135,11 +135,11 @@ class MetricsFeed:
         counts = {(t, s): 0 for t in self._tiers for s in INSTANCE_STATES}
         hourly = dict.fromkeys(self._tiers, 0.0)
         oldest = dict.fromkeys(self._tiers, 0.0)
-        for row in store.instances(tiers=self._only, limit=1_000_000):
-            counts[(row.tier, row.state)] = counts.get((row.tier, row.state), 0) + 1
-            hourly[row.tier] = hourly.get(row.tier, 0.0) + row.price_per_hour
-            if row.state not in READY_STATES:
-                oldest[row.tier] = max(oldest.get(row.tier, 0.0), now - row.created_at)
+        for tier, state, n, spend, first_created in store.live_by_state(self._only):
+            counts[(tier, state)] = counts.get((tier, state), 0) + n
+            hourly[tier] = hourly.get(tier, 0.0) + spend
+            if state not in READY_STATES:
+                oldest[tier] = max(oldest.get(tier, 0.0), now - first_created)
         for (tier, state), n in counts.items():
             m.instances.labels(tier, state).set(n)
         elapsed = 0.0 if self._last_t is None else max(0.0, now - self._last_t)

@@ -185,22 +185,27 @@ class Store:
         return UnitOfWork(self.sessions)
 
     def instances(
-        self,
-        tier: str | None = None,
-        *,
-        tiers: Collection[str] | None = None,
-        include_ended: bool = False,
-        limit: int = 1000,
+        self, tier: str | None = None, *, include_ended: bool = False, limit: int = 1000
     ) -> list[InstanceRecord]:
         with self.sessions() as s:
             q = select(InstanceRecord)
             if tier is not None:
                 q = q.where(InstanceRecord.tier == tier)
-            if tiers is not None:
-                q = q.where(InstanceRecord.tier.in_(sorted(tiers)))
             if not include_ended:
                 q = q.where(InstanceRecord.state.in_(LIVE_STATES))
             return list(s.scalars(q.order_by(InstanceRecord.created_at.desc()).limit(limit)).all())
+
+    def live_by_state(self, tiers: Collection[str] | None = None) -> list[tuple[str, str, int, float, float]]:
+        """Live instances grouped by (tier, state): how many, the $/hour they bill, the oldest ``created_at``
+        (the metrics after every tick; one grouped query however large the fleet). ``tiers``: only these."""
+        i = InstanceRecord
+        query = select(i.tier, i.state, func.count(), func.sum(i.price_per_hour), func.min(i.created_at))
+        query = query.where(i.state.in_(LIVE_STATES)).group_by(i.tier, i.state)
+        if tiers is not None:
+            query = query.where(i.tier.in_(sorted(tiers)))
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return [(tier, state, int(n), float(spend or 0.0), float(oldest)) for tier, state, n, spend, oldest in rows]
 
     # ---- rollouts ----------------------------------------------------------------------------------
     def rollout_controls(self) -> dict[str, RolloutControl]:

@@ -179,3 +179,19 @@ def test_sharded_each_daemon_reports_only_the_tiers_it_acts_on(store: Store) -> 
     assert value(other, "scalectl_instance_events_total", tier="research", kind="ready") is None
     assert value(other, "scalectl_tier_hourly_cost_dollars", tier="research") is None
     assert value(other, "scalectl_tier_instances", tier="orchestrator", state="ready") == 0
+
+
+def test_instances_cost_and_the_oldest_unready_come_from_one_grouped_read(store: Store) -> None:
+    metrics = DaemonMetrics()
+    feed = MetricsFeed(metrics)
+    with store.sessions.begin() as s:
+        s.add(_instance("sc-research-a", state="provisioning", created_at=1000.0, price_per_hour=1.5))
+        s.add(_instance("sc-research-b", state="provisioning", created_at=1600.0, price_per_hour=1.5))
+        s.add(_instance("sc-research-c", state="ready", created_at=10.0))  # ready: its age is no concern
+        s.add(_instance("sc-research-d", state="terminated", created_at=5.0, ended_at=50.0))  # not live
+    _feed(feed, store, _tick(3600.0))
+    assert value(metrics, "scalectl_tier_instances", tier="research", state="provisioning") == 2
+    assert value(metrics, "scalectl_tier_instances", tier="research", state="ready") == 1
+    assert value(metrics, "scalectl_tier_hourly_cost_dollars", tier="research") == 5.0
+    assert value(metrics, "scalectl_tier_oldest_unready_seconds", tier="research") == 2600.0
+    assert value(metrics, "scalectl_tier_oldest_unready_seconds", tier="orchestrator") == 0.0
