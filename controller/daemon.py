@@ -163,10 +163,8 @@ class Daemon:
         replica = self.replica
         if replica is None or self._stop.is_set():
             return
-        # A tick in progress acts on the leases it began with: hand-backs wait until it has finished.
-        may_release = not self._lock.locked()
         try:
-            await asyncio.to_thread(self._elect_step, replica, may_release)
+            await asyncio.to_thread(self._elect_step, replica)
         except asyncio.CancelledError:  # shutdown cancels the job; the thread's statement ends by itself
             return
         owned = replica.owned_tiers()
@@ -180,7 +178,7 @@ class Daemon:
             self.notifier.watchdog()
             self._announce("standing by")
 
-    def _elect_step(self, replica: Replica, may_release: bool) -> None:
+    def _elect_step(self, replica: Replica) -> None:
         """In a worker thread: what needs an owner (sharded: every configured tier and every tier that
         still has instances), then the replica's heartbeat and lease step."""
         targets: list[str] | None = []
@@ -191,7 +189,7 @@ class Daemon:
             except DBAPIError as exc:  # leases are still renewed; none move until the store answers
                 log.warning("could not read the tiers to share out: %s", one_line(exc))
                 targets = None
-        replica.step(targets, may_release=may_release)
+        replica.step(targets)
 
     def _announce(self, what: str) -> None:
         if not self._announced:

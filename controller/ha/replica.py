@@ -70,7 +70,7 @@ class Replica:
         # The lease is first tried when the scheduler starts (the daemon's elect job), not here: a term
         # won during start-up would be half spent before the first tick.
 
-    def step(self, tiers: Iterable[str] | None = (), *, may_release: bool = True) -> None:
+    def step(self, tiers: Iterable[str] | None = ()) -> None:
         """Heartbeat, then renew or take leases. ``tiers`` (sharded only): the tiers that need an owner;
         None when they could not be read (leases are renewed, none change hands)."""
         try:
@@ -82,7 +82,7 @@ class Replica:
             return
         if isinstance(self.elector, ShardElector):
             sharding = None if members is None or tiers is None else [h for h, on in members.items() if on]
-            self.elector.step(tiers or (), sharding, may_release=may_release)
+            self.elector.step(tiers or (), sharding)
         else:
             self.elector.step()
 

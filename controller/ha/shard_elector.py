@@ -47,10 +47,10 @@ class ShardElector:
         self._scoping = threading.Lock()
 
     # ---- the periodic step -------------------------------------------------------------------------
-    def step(self, tiers: Iterable[str], members: Iterable[str] | None, *, may_release: bool = True) -> None:
+    def step(self, tiers: Iterable[str], members: Iterable[str] | None) -> None:
         """``tiers``: every tier that needs an owner (configured, or still has instances); ``members``: the
         live sharding replicas, None when they could not be read (then leases are renewed, none move).
-        Hand-backs wait while ``may_release`` is False (a tick is running on those leases)."""
+        A lease a running tick began on is handed back at a later step, once that tick has ended."""
         sent = self.clock.monotonic()
         self._renew(sent)
         if members is None:
@@ -59,8 +59,7 @@ class ShardElector:
         members = sorted({*members, self.me.holder})
         wanted = {HOUSEKEEPING, *(tier_lease(t) for t in tiers)}
         mine = {name for name in wanted if owner_of(name, members) == self.me.holder}
-        if may_release:
-            self._hand_back(mine)
+        self._hand_back(mine)
         for name in sorted(mine - set(self.terms)):
             try:
                 term = self.leases.try_acquire(self.me, sent, name=name)

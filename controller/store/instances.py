@@ -38,6 +38,26 @@ def live_instances_query() -> Select[Any]:
     return select(*(columns[name] for name in _FIELDS)).where(columns["state"].in_(LIVE_STATES))
 
 
+def live_groups_query(*, tiers: Collection[str] | None = None, excluding: Collection[str] = ()) -> Select[Any]:
+    """Live instances grouped by (tier, state, surge): count, $/hour billed, oldest ``created_at`` — what
+    the fleet budget needs of other daemons' tiers and the metrics of every tier, without loading rows."""
+    i = InstanceRecord
+    columns: tuple[Any, ...] = (
+        i.tier,
+        i.state,
+        i.surge,
+        func.count(),
+        func.sum(i.price_per_hour),
+        func.min(i.created_at),
+    )
+    query = select(*columns).where(i.state.in_(LIVE_STATES)).group_by(i.tier, i.state, i.surge)
+    if tiers is not None:
+        query = query.where(i.tier.in_(sorted(tiers)))
+    if excluding:
+        query = query.where(i.tier.not_in(sorted(excluding)))
+    return query
+
+
 def to_entity(row: Any) -> Instance:
     """An entity from a row (an ``InstanceRecord`` or a result row with the same names)."""
     values = dict(zip(_FIELDS, _values(row), strict=True))
@@ -87,13 +107,8 @@ class InstanceRepository:
     def live_shares(self, excluding: Collection[str]) -> dict[str, FleetShare]:
         """Per tier not in ``excluding``: what its live instances bill and how many count toward its size —
         all the fleet budget needs of tiers another daemon acts on, without building their entities."""
-        groups = (InstanceRecord.tier, InstanceRecord.state, InstanceRecord.surge)
-        query = select(*groups, func.count(), func.sum(InstanceRecord.price_per_hour))
-        query = query.where(InstanceRecord.state.in_(LIVE_STATES)).group_by(*groups)
-        if excluding:
-            query = query.where(InstanceRecord.tier.not_in(sorted(excluding)))
         shares: dict[str, FleetShare] = {}
-        for tier, state, surge, count, spend in self._session.execute(query):
+        for tier, state, surge, count, spend, _oldest in self._session.execute(live_groups_query(excluding=excluding)):
             share = shares.get(tier, FleetShare(0.0, 0))
             counted = count if is_counted(InstanceState(state), surge=bool(surge)) else 0
             shares[tier] = FleetShare(share.spend + float(spend or 0.0), share.counted + counted)

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from controller.store.db import make_sessionmaker
 from controller.store.history import FailureHistory, failure_history
-from controller.store.instances import LIVE_STATES
+from controller.store.instances import LIVE_STATES, live_groups_query
 from controller.store.models import (
     ConfigVersion,
     DecisionRecord,
@@ -196,16 +196,11 @@ class Store:
             return list(s.scalars(q.order_by(InstanceRecord.created_at.desc()).limit(limit)).all())
 
     def live_by_state(self, tiers: Collection[str] | None = None) -> list[tuple[str, str, int, float, float]]:
-        """Live instances grouped by (tier, state): how many, the $/hour they bill, the oldest ``created_at``
-        (the metrics after every tick; one grouped query however large the fleet). ``tiers``: only these."""
-        i = InstanceRecord
-        query = select(i.tier, i.state, func.count(), func.sum(i.price_per_hour), func.min(i.created_at))
-        query = query.where(i.state.in_(LIVE_STATES)).group_by(i.tier, i.state)
-        if tiers is not None:
-            query = query.where(i.tier.in_(sorted(tiers)))
+        """Live instances per (tier, state): how many, the $/hour they bill, the oldest ``created_at`` (the
+        metrics after every tick; one grouped query however large the fleet). ``tiers``: only these."""
         with self.engine.connect() as conn:
-            rows = conn.execute(query).all()
-        return [(tier, state, int(n), float(spend or 0.0), float(oldest)) for tier, state, n, spend, oldest in rows]
+            rows = conn.execute(live_groups_query(tiers=tiers)).all()
+        return [(t, state, int(n), float(spend or 0.0), float(oldest)) for t, state, _surge, n, spend, oldest in rows]
 
     # ---- rollouts ----------------------------------------------------------------------------------
     def rollout_controls(self) -> dict[str, RolloutControl]:
