@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from controller.reconciler.calls import Calls, one_line
 from controller.reconciler.sync import Listings
 from controller.reconciler.tick import Tick
+from controller.store.instances import LIVE_STATES
 from providers.base import InstanceStatus, Provider
 
 # Listed instances that need nothing more. A FAILED one is not among them: a crashed server's machine or
@@ -26,12 +27,14 @@ async def collect_garbage(
         for inst in listing.values()
         if inst.key and inst.key not in live_keys and inst.status not in ENDED
     ]
-    if unknown:  # a row another daemon stored after `live` was read (before its create): not garbage
-        created_since = tick.uow.instances.known_keys((inst.key or "" for _, inst in unknown), live_only=True)
-        unknown = [(name, inst) for name, inst in unknown if inst.key not in created_since]
     if not unknown:
         return 0
-    known_ended = tick.uow.instances.known_keys(inst.key or "" for _, inst in unknown)
+    stored = tick.uow.instances.stored_states(inst.key or "" for _, inst in unknown)
+    # A live row another daemon stored after `live_keys` was read (before its create) makes it no garbage.
+    unknown = [(name, inst) for name, inst in unknown if stored.get(inst.key or "") not in LIVE_STATES]
+    if not unknown:
+        return 0
+    known_ended = set(stored)
     results = await calls.gather(providers[n].delete(i.provider_id) for n, i in unknown)
     deleted = 0
     for (name, inst), result in zip(unknown, results, strict=True):

@@ -117,17 +117,15 @@ class InstanceRepository:
     def add(self, inst: Instance) -> None:
         self._tracked[inst.key] = (inst, None)
 
-    def known_keys(self, keys: Iterable[str], *, live_only: bool = False) -> set[str]:
-        """Which of ``keys`` any stored row (live or ended; ``live_only``: live) has, as stored now — rows
-        other daemons committed since this unit of work began included."""
+    def stored_states(self, keys: Iterable[str]) -> dict[str, str]:
+        """The state of each of ``keys`` that a stored row (live or ended) has, as stored now — rows other
+        daemons committed since this unit of work began included."""
         self.flush()
         wanted = list(keys)
-        found: set[str] = set()
+        found: dict[str, str] = {}
         for i in range(0, len(wanted), 500):
-            query = select(InstanceRecord.key).where(InstanceRecord.key.in_(wanted[i : i + 500]))
-            if live_only:
-                query = query.where(InstanceRecord.state.in_(LIVE_STATES))
-            found.update(self._session.scalars(query).all())
+            query = select(InstanceRecord.key, InstanceRecord.state).where(InstanceRecord.key.in_(wanted[i : i + 500]))
+            found.update({key: state for key, state in self._session.execute(query)})
         return found
 
     def flush(self) -> None:
