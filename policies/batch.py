@@ -1,72 +1,111 @@
 """Batch tiers by their queue-time target (``scale-to-zero`` with ``max_wait``).
 
-Every queued task should start within ``max_wait``. The policy learns two figures (kept in the state):
+Every queued task should start within ``max_wait``. The policy learns (kept in the state):
 
-- throughput per instance μ, tasks finished per ready instance-second while work waits and every slot is
-  busy:
-  finished = arrivals + (queued + in flight a tick ago) − (queued + in flight now);
-- concurrency per instance, the most tasks one ready instance was seen running (for retiring idle ones);
+- the task time W by Little's law: task-seconds in flight ÷ tasks finished, both summed with a half-life,
+  where finished = arrivals + (queued + in flight a tick ago) − (queued + in flight now). It holds for a
+  trickle as for a burst and needs no instance to be saturated;
+- the slots per instance c: what one ready instance runs while a real backlog waits (every slot busy);
 
-and takes the boot time from its measured launches (3 minutes until one is measured). A backlog of Q
-tasks starts within T seconds on n instances when n × μ × T ≥ Q; instances that must boot first give
-T = time left − boot (the time left counts from when the backlog began: a queue that more than doubles
-is a new burst with a clock of its own). The fewest instances that meet it cost the fewest
-instance-seconds (every task's work is the same; fewer instances pay fewer boots), so a burst gets
-n = ceil(Q ÷ (μ × T)) — several rounds on a few instances rather than one round on many that each pay a
-boot. Ready instances count from now (r × μ × time left), every other one from its boot, so the ask does
-not grow while the boots it asked for are under way. Once the queue is empty, instances beyond what the
-tasks in flight occupy are retired after ``RETIRE_AFTER_S``; nothing queued or in flight → 0. Before μ is
-known, the burst is sized by ``queue_per_instance`` as without ``max_wait``.
+so an instance starts c tasks as soon as it is ready, then μ = c ÷ W per second as its tasks end (counted
+from half a task time on: tasks started together end together). The queue is first-in first-out and
+kept as cohorts by when they were queued (policies/queue_ages.py); each cohort must start, with every
+task ahead of it, by its own deadline: queued at + ``max_wait`` less 15 % kept for noise. The starts of
+every instance by a deadline: a ready one's free slots and μ × the time left; a booting one's and a new
+one's after the rest of their boot, averaged over the tier's measured boots (a burst's instances come up
+over minutes, and the early ones start most of its tasks). The tier gets the fewest new instances that
+cover the cohort short of the most: the fewest instance-seconds (every task's work is the same; fewer
+instances pay fewer boots), so several rounds on a few instances rather than one round on many that each
+pay a boot. A cohort too late for most boots is due as soon as a new instance can start it. A backlog is
+sized with the task time learned when it began: while a burst ramps up, task-seconds in flight run ahead
+of the tasks finished and would read as slower tasks.
+
+Once the queue is empty, instances beyond what the tasks in flight occupy are retired after
+``RETIRE_AFTER_S``; nothing queued or in flight → 0. Until both figures are learned (the first burst), the
+burst is sized by ``queue_per_instance`` as without ``max_wait``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
+from policies import queue_ages
+from policies.boot import pending, samples
 from policies.common import ceil_count, dur, num
 from policies.spec import ScaleToZeroPolicy
 from policies.types import Decision, PolicyInput
 
-DEFAULT_BOOT_S = 180.0
+DEFAULT_BOOT_S = 300.0  # until three launches are measured: the slow end of GPU clouds' 2-5 minutes
+OVERDUE_S = 60.0  # an instance booting longer than every measured boot is taken to be this far from ready
 RETIRE_AFTER_S = 60.0
 SAFETY = 0.15  # share of max_wait kept in hand for noise in task times
-HALF_LIFE_S = 1800.0
-WAITING, SPARE = "batch.waiting", "batch.spare"
-_MU, _CONC, _TOTAL, _T, _DEPTH = "batch.mu", "batch.conc", "batch.total", "batch.t", "batch.depth"
-_DONE, _SPENT = "batch.done", "batch.spent"
-MIN_INSTANCE_SECONDS = 600.0  # busy instance-seconds before the throughput is trusted
-BURST = 50  # tasks: a queue that more than doubles by at least this much is a new burst
+HALF_LIFE_S = 7200.0  # task times change slowly; a long memory spans whole bursts, ramp and drain alike
+MAX_GAP_S = 60.0  # the longest time between two observations that is still learned from
+MIN_FINISHED = 20.0  # tasks finished (half-life sum) before the task time is trusted
+SPARE = "batch.spare"
+_SLOTS, _TOTAL, _FLIGHT, _T, _READY = "batch.slots.", "batch.total", "batch.flight", "batch.t", "batch.ready"
+_DONE, _BUSY, _TASK = "batch.done", "batch.busy", "batch.task_s"
+BURST = 50  # tasks: a queue that grows past twice its size, by this many, is a burst
 
 
 def learn(inp: PolicyInput) -> PolicyInput:
-    """The input with this tick's throughput and concurrency observations filed in its state."""
+    """The input with this tick's task-time and slot observations filed in its state."""
     depth, in_flight = inp.signals.queue_depth, inp.signals.in_flight
     if depth is None or in_flight is None:
         return inp
     return replace(inp, state=replace(inp.state, learned=_learn(inp, depth, in_flight)))
 
 
+def task_time(learned: Mapping[str, float]) -> float | None:
+    """Seconds a task runs (Little's law), or None until enough have finished."""
+    done, busy = learned.get(_DONE, 0.0), learned.get(_BUSY, 0.0)
+    return busy / done if done >= MIN_FINISHED and busy > 0 else None
+
+
+def throughput(learned: Mapping[str, float]) -> float | None:
+    """Tasks one instance finishes per second (μ = slots ÷ task time), or None until both are learned."""
+    conc, task = slots(learned), task_time(learned)
+    return conc / task if conc and task else None
+
+
+def slots(learned: Mapping[str, float]) -> float | None:
+    """Tasks one instance runs at once: the count seen most (weighted by recency) while a backlog waited."""
+    seen = {key: weight for key, weight in learned.items() if key.startswith(_SLOTS)}
+    if not seen:
+        return None
+    return float(max(seen, key=lambda key: (seen[key], key))[len(_SLOTS) :])
+
+
 def _learn(inp: PolicyInput, depth: float, in_flight: float) -> dict[str, float]:
     out = dict(inp.state.learned)
     ready = inp.current - inp.booting
-    total, before, last = depth + in_flight, out.get(_TOTAL), out.get(_T)
+    total, before, flight, last = depth + in_flight, out.get(_TOTAL), out.get(_FLIGHT), out.get(_T)
     # A broker reports no arrivals: then the drop of what is queued or running is a lower bound of what
-    # finished (new tasks hide some), which errs on the side of more instances.
+    # finished (new tasks hide some): longer task times, fewer tasks per instance, more instances.
     arrivals = inp.signals.arrivals if inp.signals.arrivals is not None else 0.0
-    if ready > 0:
-        out[_CONC] = max(out.get(_CONC, 0.0), in_flight / ready)
-    # a real backlog (more queued than running) and every slot busy: a trickle's pace is not a capacity
-    saturated = ready > 0 and depth >= max(1.0, in_flight) and in_flight >= 0.9 * out.get(_CONC, 0.0) * ready
-    if before is not None and last is not None and inp.now > last and saturated:
-        # tasks finished ÷ instance-seconds, both summed with a half-life: a ratio of sums, so the 0s and 1s
-        # of a single instance's 5-second ticks average out instead of the first one setting the figure
-        keep = 0.5 ** ((inp.now - last) / HALF_LIFE_S)
+    keep = 0.5 ** ((inp.now - last) / HALF_LIFE_S) if last is not None and inp.now > last else 1.0
+    # A real backlog (as many waiting as one instance runs): every slot of a ready instance is busy, so
+    # what each runs is its slot count; a task or two queued between ticks says nothing of the kind. The
+    # count seen most wins: draining instances still running tasks (a spot notice) or an instance ready a
+    # tick before its worker took tasks skew single ticks, either way.
+    # Only while the ready count holds still: an instance counted ready a tick before its worker takes tasks
+    # (or one just gone) makes a single tick read low or high.
+    steady = ready == out.get(_READY)
+    out[_READY] = float(ready)
+    if steady and ready > 0 and depth >= max(1.0, in_flight / ready):
+        for key in [key for key in out if key.startswith(_SLOTS)]:
+            out[key] = round(out[key] * keep, 4)
+            if out[key] < 0.01:
+                del out[key]
+        key = f"{_SLOTS}{max(1, round(in_flight / ready))}"
+        out[key] = out.get(key, 0.0) + 1.0
+    # over a gap (a restart, a lost tick) what ran in between is unknown: learn nothing from it
+    if before is not None and flight is not None and last is not None and 0 < inp.now - last <= MAX_GAP_S:
         done = keep * out.get(_DONE, 0.0) + max(0.0, arrivals + before - total)
-        spent = keep * out.get(_SPENT, 0.0) + ready * (inp.now - last)
-        out[_DONE], out[_SPENT] = round(done, 4), round(spent, 4)
-        if spent >= MIN_INSTANCE_SECONDS:
-            out[_MU] = round(done / spent, 6)
-    out[_TOTAL], out[_T] = total, inp.now
+        busy = keep * out.get(_BUSY, 0.0) + (flight + in_flight) / 2 * (inp.now - last)
+        out[_DONE], out[_BUSY] = round(done, 4), round(busy, 4)
+    out[_TOTAL], out[_FLIGHT], out[_T] = total, in_flight, inp.now
     return out
 
 
@@ -78,45 +117,72 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
         return None  # the shared rules hold on unknown signals and say so
     learned = inp.state.learned
     now, current = inp.now, inp.current
-    state = inp.state.with_condition(WAITING, depth > 0, now)
-    previous = learned.get(_DEPTH, 0.0)
-    if depth > max(2 * previous, previous + BURST):  # a new burst: its clock starts now, not with the trickle
-        state = state.restart(WAITING, now)
-    state = replace(state, learned={**state.learned, _DEPTH: depth})
-    mu = learned.get(_MU)
+    before = sum(count for _, count in queue_ages.cohorts(learned))
+    queued = queue_ages.advance(learned, now=now, depth=depth, arrivals=inp.signals.arrivals)
+    state = replace(inp.state, learned=queued)
+    if depth > 0 and (before == 0 or depth > 2 * before + BURST):  # a backlog or a burst begins
+        state = replace(state, learned={**queued, _TASK: task_time(learned) or 0.0})
+    conc, task = slots(learned), state.learned.get(_TASK)
     demand = float(ceil_count(depth + in_flight))
     if depth > 0:
         state = state.with_condition(SPARE, False, now)
-        if not mu:
+        if not task or not conc:
             return None
+        mu = conc / task
         boot = inp.boot_time if inp.boot_time is not None else DEFAULT_BOOT_S
+        boots = samples(learned) or [boot]
         budget = spec.max_wait * (1 - SAFETY)
-        waited = state.held_for(WAITING, now)
-        left = max(budget - waited, spec.max_wait * SAFETY)
         ready = current - inp.booting
-        # ready instances start tasks from now; booting ones once their boot (begun about when the backlog
-        # did) ends; new ones after a whole boot
-        booting_window = max(0.0, left - max(0.0, boot - waited))
-        backlog = depth - ready * mu * left - inp.booting * mu * booting_window
-        if backlog <= 0:
-            need = max(1, current)
-        else:
-            window = left - boot if left > boot else max(budget - boot, spec.max_wait * SAFETY)
-            need = max(1, current + ceil_count(backlog / (mu * window)))
+
+        def starts(window: float) -> float:
+            """Tasks an instance that is ready ``window`` seconds before the deadline starts by then: all its
+            slots at once, then one per task that ends. Tasks started together end about one task time
+            later; half a task time later is when the first ends on average unless task times are all
+            alike, so the stream of ends is counted from there."""
+            return conc + mu * max(0.0, window - task / 2) if window > 0 else 0.0
+
+        def expected(window: float, elapsed: float) -> float:
+            """Starts by the deadline of an instance booting for ``elapsed`` s, over the measured boots."""
+            rests = [b - elapsed for b in boots if b > elapsed] or [OVERDUE_S]
+            return sum(starts(window - rest) for rest in rests) / len(rests)
+
+        # Ready instances: their free slots now, then as their tasks finish; booting ones once their boot
+        # ends; new ones after a whole boot. Each boot is drawn from the measured ones, not all the slowest:
+        # a burst's instances come up over minutes and the early ones start most of its tasks.
+        launched = pending(learned)[-inp.booting :] if inp.booting else []
+        elapsed = [now - t for t in launched] + [0.0] * (inp.booting - len(launched))
+        free = max(0.0, conc * ready - in_flight)
+
+        def covered(window: float) -> float:
+            return free + ready * mu * max(0.0, window) + sum(expected(window, e) for e in elapsed)
+
+        # FIFO: every cohort starts once all before it have; each must start by its own deadline
+        ahead, more = 0.0, 0
+        for queued_at, count in queue_ages.cohorts(state.learned):
+            ahead += count
+            window = queued_at + budget - now
+            if expected(window, 0.0) <= 0:  # too late for any boot: as soon as a new instance can
+                window = max(window, boot + spec.max_wait * SAFETY)
+            short = ahead - covered(window)
+            if short > 0:
+                each = expected(window, 0.0) or starts(spec.max_wait * SAFETY)
+                more = max(more, ceil_count(short / each))
+        need = max(1, current + more)
+        oldest = now - queue_ages.cohorts(state.learned)[0][0]
         text = (
-            f"queue {num(depth)} within {dur(spec.max_wait)}: {num(round(mu * 60, 2))} tasks/min per instance,"
-            f" boot {dur(boot)} → {need}"
+            f"queue {num(depth)} (oldest {dur(oldest)}) within {dur(spec.max_wait)}: {num(round(mu * 60, 2))}"
+            f" tasks/min and {num(round(conc, 1))} at once per instance, boot {dur(boot)} → {need}"
         )
         if need > current:
             return Decision(need, text, state, demand)
         return Decision(current, f"{text}; {current} enough → hold {current}", state, demand)
-    conc = learned.get(_CONC) or 1.0
-    busy = ceil_count(in_flight / conc)
+    each = conc or 1.0
+    busy = ceil_count(in_flight / each)
     state = state.with_condition(SPARE, busy < current, now)
     if busy >= current:
         return Decision(current, f"queue 0, {num(in_flight)} in flight busy {current} → hold {current}", state, demand)
     held = state.held_for(SPARE, now)
-    text = f"queue 0, {num(in_flight)} in flight need {busy} ({num(round(conc, 1))} per instance) for {dur(held)}"
+    text = f"queue 0, {num(in_flight)} in flight need {busy} ({num(round(each, 1))} per instance) for {dur(held)}"
     if held < RETIRE_AFTER_S:
         return Decision(current, f"{text} (retire after {dur(RETIRE_AFTER_S)}) → hold {current}", state, demand)
     return Decision(busy, f"{text} → {busy}", state, demand)

@@ -23,12 +23,23 @@ def _entries(learned: Mapping[str, float], prefix: str) -> list[tuple[int, float
     return sorted((int(k[len(prefix) :]), v) for k, v in learned.items() if k.startswith(prefix))
 
 
+def samples(learned: Mapping[str, float]) -> list[float]:
+    """The recent create→ready samples, or none with fewer than three."""
+    found = [v for _, v in _entries(learned, _SAMPLE)]
+    return found if len(found) >= MIN_SAMPLES else []
+
+
+def pending(learned: Mapping[str, float]) -> list[float]:
+    """When each launch still booting was asked for, oldest first."""
+    return [t for _, t in _entries(learned, _PENDING)]
+
+
 def boot_time(learned: Mapping[str, float]) -> float | None:
     """The 90th percentile of the recent create→ready samples, or None with fewer than three."""
-    samples = sorted(v for _, v in _entries(learned, _SAMPLE))
-    if len(samples) < MIN_SAMPLES:
+    found = sorted(samples(learned))
+    if not found:
         return None
-    return samples[min(len(samples) - 1, math.ceil(0.9 * len(samples)) - 1)]
+    return found[min(len(found) - 1, math.ceil(0.9 * len(found)) - 1)]
 
 
 def observe(learned: Mapping[str, float], *, now: float, ready: int, current: int, desired: int) -> dict[str, float]:

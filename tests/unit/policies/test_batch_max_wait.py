@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from policies import batch
 from policies.types import Bounds
 from tests.unit.policies.helpers import Runner, spec
 
 POLICY = spec(kind="scale-to-zero", max_wait="10m", queue_per_instance=20)
 
 
+MU = 8 / 90  # tasks per instance-second: 8 slots, 90 s per task
+
+
 def learned_runner() -> Runner:
-    """4 busy workers, 8 tasks each, 90 s per task: 8 / 90 tasks per instance-second."""
+    """Four busy workers, 8 tasks each, 90 s per task, for two hours with a few tasks always waiting; then
+    the queue empties (its clock stops) while they finish what they run."""
     run = Runner(POLICY, bounds=Bounds(min=0, max=64), current=4)
-    depth = 400.0
-    for t in range(0, 300, 10):
-        run.tick(t, current=4, queue_depth=depth, in_flight=32, arrivals=0)
-        depth -= 4 * 8 / 90 * 10
-    run.tick(990, current=4, queue_depth=0, in_flight=0, arrivals=0)  # the backlog is gone: its clock stops
+    for t in range(0, 7200, 30):
+        run.tick(t, current=4, queue_depth=8, in_flight=32, arrivals=4 * MU * 30)
+    run.tick(7200, current=4, queue_depth=0, in_flight=32, arrivals=4 * MU * 30 - 8)
     return run
 
 
@@ -25,66 +30,126 @@ def test_before_throughput_is_known_the_burst_is_sized_by_queue_per_instance() -
     assert run.tick(30, queue_depth=500, in_flight=0).desired == 25
 
 
+def test_the_task_time_and_the_slots_give_the_throughput() -> None:
+    learned = learned_runner().state.learned
+    assert batch.slots(learned) == 8
+    throughput = batch.throughput(learned)
+    assert throughput is not None and abs(throughput - MU) < 1e-3
+
+
+def measured_boots(run: Runner, *seconds: float) -> Runner:
+    run.state = replace(run.state, learned={**run.state.learned, **{f"boot.s.{i}": b for i, b in enumerate(seconds)}})
+    return run
+
+
 def test_a_burst_gets_the_fewest_instances_that_start_it_within_max_wait() -> None:
-    run = learned_runner()
-    assert abs(run.state.learned["batch.mu"] - 8 / 90) < 1e-3
+    run = measured_boots(learned_runner(), 180, 180, 180)
     run.current = 0
-    decision = run.tick(1000, current=0, queue_depth=500, in_flight=0, arrivals=500)
-    # 600 s × 0.85 − 180 s boot = 330 s; 500 ÷ (0.0889 × 330) = 17.04 → 18
-    assert decision.desired == 18
-    assert "queue 500 within 10m: 5.33 tasks/min per instance, boot 3m → 18" in decision.reason
+    decision = run.tick(8000, current=0, queue_depth=500, in_flight=0, arrivals=500)
+    # T = 600 s × 0.85 = 510 s, boot 180 s: a new instance starts 8 at once, then one per task end from
+    # 45 s on: 8 + 0.0889 × (330 − 45) = 33.3 tasks; 500 ÷ 33.3 = 15.01 → 16 (15 would start 500 at 0.99)
+    assert decision.desired == 16
+    assert "queue 500 (oldest 0s) within 10m: 5.33 tasks/min and 8 at once per instance, boot 3m → 16" in (
+        decision.reason
+    )
+
+
+def test_until_three_boots_are_measured_a_boot_takes_five_minutes() -> None:
+    decision = learned_runner().tick(8000, current=0, queue_depth=500, in_flight=0, arrivals=500)
+    # 8 + 0.0889 × (510 − 300 − 45) = 22.7 tasks per new instance; 500 ÷ 22.7 = 22.06 → 23
+    assert decision.desired == 23
+    assert "boot 5m → 23" in decision.reason
+
+
+def test_each_boot_counts_as_measured_not_all_as_the_slowest() -> None:
+    """Boots of 2, 2.5 and 5 minutes: the early instances start most of the burst."""
+    run = measured_boots(learned_runner(), 120, 150, 300)
+    decision = run.tick(8000, current=0, queue_depth=500, in_flight=0, arrivals=500)
+    # per new instance: (8 + 0.0889 × (390 − 45), 8 + 0.0889 × (360 − 45), 8 + 0.0889 × (210 − 45)) =
+    # (38.7, 36.0, 22.7), 32.4 on average: 500 ÷ 32.4 = 15.4 → 16; all at the slowest boot would ask 23
+    assert decision.desired == 16
+    assert "boot 5m → 16" in decision.reason  # the reason shows the 90th percentile
 
 
 def test_a_longer_max_wait_buys_fewer_instances() -> None:
     run = learned_runner()
     relaxed = spec(kind="scale-to-zero", max_wait="30m")
     run.policy = relaxed
-    # 1800 s × 0.85 − 180 s = 1350 s; 500 ÷ (0.0889 × 1350) = 4.2 → 5
-    assert run.tick(1000, current=0, queue_depth=500, in_flight=0, arrivals=500).desired == 5
+    # T = 1530 s, boot 300 s: 8 + 0.0889 × (1230 − 45) = 113 tasks per new instance; 500 ÷ 113 = 4.4 → 5
+    assert run.tick(8000, current=0, queue_depth=500, in_flight=0, arrivals=500).desired == 5
 
 
 def test_idle_workers_retire_after_a_minute_and_the_tier_empties_when_nothing_is_left() -> None:
     run = learned_runner()
     run.current = 10
-    # spare since the empty queue at 990 s
-    assert run.tick(1000, queue_depth=0, in_flight=16, arrivals=0).desired == 10
-    assert run.tick(1049, queue_depth=0, in_flight=16, arrivals=0).desired == 10
-    decision = run.tick(1050, queue_depth=0, in_flight=16, arrivals=0)
+    # spare from 7210 s: 16 tasks occupy 2 of the 10
+    assert run.tick(7210, queue_depth=0, in_flight=16, arrivals=0).desired == 10
+    assert run.tick(7269, queue_depth=0, in_flight=16, arrivals=0).desired == 10
+    decision = run.tick(7270, queue_depth=0, in_flight=16, arrivals=0)
     assert decision.desired == 2  # 16 tasks at 8 per instance
-    for t in range(1070, 1200, 10):
+    for t in range(7280, 7400, 10):
         run.tick(t, queue_depth=0, in_flight=0, arrivals=0)
     assert run.current == 0
 
 
 def test_unknown_signals_hold_and_never_go_to_zero() -> None:
     run = learned_runner()
-    for t in range(1000, 2000, 30):
+    for t in range(8000, 9000, 30):
         assert run.tick(t, queue_depth=None, in_flight=None).desired == 4
 
 
 def test_the_ask_does_not_grow_while_the_boots_it_asked_for_are_under_way() -> None:
     run = learned_runner()
-    first = run.tick(1000, current=0, queue_depth=500, in_flight=0, arrivals=500).desired
-    for t in range(1010, 1180, 10):  # the 18 instances boot (3 minutes); the backlog still waits
+    first = run.tick(8000, current=0, queue_depth=500, in_flight=0, arrivals=500).desired
+    for t in range(8010, 8180, 10):  # the 16 instances boot (3 minutes); the backlog still waits
         assert run.tick(t, current=first, booting=first, queue_depth=500, in_flight=0, arrivals=0).desired == first
 
 
-def test_a_burst_after_a_long_trickle_gets_its_own_clock() -> None:
-    run = learned_runner()
-    for t in range(1000, 3000, 30):  # a trickle keeps one task queued for half an hour; the worker keeps up
-        run.tick(t, current=1, queue_depth=1, in_flight=8, arrivals=8 / 90 * 30)
-    decision = run.tick(3000, current=1, queue_depth=500, in_flight=8, arrivals=500)
+def test_a_burst_after_a_long_trickle_is_timed_from_its_own_arrival() -> None:
+    run = measured_boots(learned_runner(), 180, 180, 180)
+    for t in range(8000, 10000, 30):  # a trickle keeps one task queued for half an hour; the worker keeps up
+        run.tick(t, current=1, queue_depth=1, in_flight=8, arrivals=MU * 30)
+    decision = run.tick(10000, current=1, queue_depth=500, in_flight=8, arrivals=500)
     first = decision.desired
-    assert first == 17  # the clock starts with the burst: 1 worker now, the rest after a 3-minute boot
-    for t in range(3010, 3180, 10):  # the one ready worker keeps working while the others boot
-        depth = 500 - (t - 3000) * 8 / 90
+    # the trickle's queue turned over (its oldest task waited 30 s, not half an hour); by the burst's
+    # deadline the ready worker starts 0.0889 × 510 = 45 of it, each new one 33.3: 456 ÷ 33.3 = 13.7 → 14 more
+    assert first == 15
+    for t in range(10010, 10180, 10):  # the one ready worker keeps working while the others boot
+        depth = 500 - (t - 10000) * MU
         asked = run.tick(t, current=first, booting=first - 1, queue_depth=depth, in_flight=8, arrivals=0).desired
         assert asked == first
 
 
-def test_a_trickle_does_not_teach_a_throughput() -> None:
-    """One task every 30 s on one worker: its pace is the arrivals', not what the worker could do."""
+def test_each_cohort_starts_by_its_own_deadline() -> None:
+    """40 tasks queued 6 minutes ago (a worker was lost) are due in 1m30s: the ready worker and new boots
+    cannot start them all by then, so they are due as soon as a new instance can be; 200 just queued are
+    due in 8m30s."""
+    run = measured_boots(learned_runner(), 180, 180, 180)
+    run.tick(8000, current=1, queue_depth=40, in_flight=8, arrivals=40)
+    for t in range(8030, 8360, 30):  # the one worker is stuck: nothing starts for 6 minutes
+        run.tick(t, current=1, queue_depth=40, in_flight=8, arrivals=0)
+    decision = run.tick(8360, current=1, queue_depth=240, in_flight=8, arrivals=200)
+    assert "queue 240 (oldest 6m) within 10m" in decision.reason
+    # the old 40: due at 180 s boot + 90 s; the worker starts 0.0889 × 270 = 24 by then, a new instance
+    # 8 + 0.0889 × (90 − 45) = 12: 16 ÷ 12 → 2 more. All 240: due in 510 s; the worker starts 45, a new one
+    # 33.3: 195 ÷ 33.3 = 5.9 → 6 more, the most any cohort needs
+    assert decision.desired == 7
+
+
+def test_a_trickle_teaches_the_task_time_but_not_the_slots() -> None:
+    """One task every 30 s on one worker: the task time shows (Little's law), how many run at once does not."""
     run = Runner(POLICY, bounds=Bounds(min=0, max=64), current=1)
     for t in range(0, 1800, 30):
         run.tick(t, current=1, queue_depth=1 if t % 60 == 0 else 0, in_flight=3, arrivals=1)
-    assert "batch.mu" not in run.state.learned
+    learned = run.state.learned
+    assert abs(learned["batch.busy"] / learned["batch.done"] - 90) < 90 * 0.03
+    assert batch.slots(learned) is None and batch.throughput(learned) is None
+
+
+def test_the_slot_count_is_the_one_seen_most_not_the_highest() -> None:
+    """A spot notice: two of four workers drain (no longer counted) but finish their 16 tasks while a backlog
+    waits; 40 tasks on 2 ready workers reads as 20 each for a few ticks."""
+    run = learned_runner()
+    for t in range(7230, 7290, 10):
+        run.tick(t, current=2, queue_depth=50, in_flight=40, arrivals=0)
+    assert batch.slots(run.state.learned) == 8
