@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from policies import hysteresis
 from policies.capacity import (
     SMALL_FLEET,
     CapacityEstimate,
@@ -128,7 +129,9 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
         if by_compute > need:
             basis, need = f"{basis} → {need}; {compute_text}", by_compute
         keep = max(keep, ceil_count(fraction * (1 + rules.tolerance)))
-    state = _window(state, now, keep, rules.stabilization)
+    state = replace(state, learned=hysteresis.settle(rules, state.learned, now))
+    span = hysteresis.window(rules, state.learned)
+    state = _window(state, now, keep, span)
 
     breach = _breach(rules, inp, per, need, svc)
     if breach is not None and breach[0] > need:
@@ -136,8 +139,9 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     else:
         need_out, breach_text = need, ""
     if need_out > current:
+        state = replace(state, learned=hysteresis.scaling_out(rules, state.learned, now, need_out))
         if need_out > need:  # what the breach asked for is a need too: the window keeps it
-            state = _window(state, now, need_out, rules.stabilization)
+            state = _window(state, now, need_out, hysteresis.window(rules, state.learned))
         text = f"{basis} → {need}" + (f"; {breach_text} → {need_out}" if breach_text else "")
         return Decision(need_out, text, state, load.in_flight)
     if current < floor:
@@ -220,12 +224,16 @@ def _scale_in(
 ) -> Decision:
     now, current = inp.now, inp.current
     highest = int(max(n for _, n in state.needs))
-    window = dur(rules.stabilization) + (f", load +{rules.tolerance:.0%}" if rules.tolerance else "")
+    span = hysteresis.window(rules, state.learned)
+    window = dur(span)
+    if hysteresis.undone(rules, state.learned):
+        window += f" (widened from {dur(rules.stabilization)}: scale-ins were undone)"
+    window += f", load +{rules.tolerance:.0%}" if rules.tolerance else ""
     if highest >= current:
         detail = f"highest need over {window} {highest}" if need < current else "enough"
         return Decision(current, f"{basis} → {need}; {detail} → hold {current}", state, load.in_flight)
     seen = state.held_for(KNOWN, now)
-    if seen < rules.stabilization:
+    if seen < span:
         text = f"{basis} → {need}; load known for {dur(seen)} of the {window} window → hold {current}"
         return Decision(current, text, state, load.in_flight)
     last_in = state.since.get(SCALED_IN)
@@ -239,4 +247,5 @@ def _scale_in(
     if target > highest:
         text += f"; at most {step} per {dur(rules.scale_in_period)}"
     state = _since(state, SCALED_IN, now)
+    state = replace(state, learned=hysteresis.scaled_in(state.learned, now, target))
     return Decision(target, f"{text} → {target}", state, load.in_flight)

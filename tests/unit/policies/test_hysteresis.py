@@ -1,0 +1,68 @@
+"""The learned scale-in window: scale-ins undone by the load's return widen it; scale-ins that hold narrow it."""
+
+from __future__ import annotations
+
+from policies.types import Bounds
+from tests.unit.policies.helpers import Runner, spec
+from tests.unit.policies.test_tracking import PLAIN, vllm
+
+
+def runner(current: int, **fields: object) -> Runner:
+    return Runner(spec(**{**PLAIN, **fields}), bounds=Bounds(min=1, max=40), current=current)
+
+
+def busy_then_lull(run: Runner, start: int, lull: int) -> int:
+    """Five minutes at need 10, then a lull at need 2 for ``lull`` seconds; the time after it."""
+    for t in range(start, start + 300, 10):
+        run.tick(t, **vllm(850))
+    for t in range(start + 300, start + 300 + lull, 10):
+        run.tick(t, **vllm(170))
+    return start + 300 + lull
+
+
+def test_a_scale_in_undone_within_twice_the_window_doubles_it() -> None:
+    run = runner(current=10)
+    end = busy_then_lull(run, 0, 420)  # scaled in at 5:01 of the lull, to 5
+    assert run.current < 10
+    decision = run.tick(end, **vllm(850))  # the load is back 2 minutes later
+    assert decision.desired == 10
+    assert run.state.learned["hysteresis.window"] == 600
+
+
+def test_with_the_window_widened_a_lull_shorter_than_it_is_held_through() -> None:
+    run = runner(current=10)
+    end = busy_then_lull(run, 0, 420)
+    run.tick(end, **vllm(850))
+    end = busy_then_lull(run, end + 10, 420)  # the same 7-minute lull: under the 10-minute window
+    assert run.current == 10
+    decision = run.tick(end - 10, **vllm(170))
+    assert "highest need over 10m (widened from 5m: scale-ins were undone) 10 → hold 10" in decision.reason
+
+
+def test_the_window_doubles_up_to_stabilization_max() -> None:
+    run = runner(current=10, stabilization_max="15m")
+    t = 0
+    for lull in (420, 720, 1320):  # each lull a little longer than the window it meets: 5, 10, then 15 min
+        t = busy_then_lull(run, t, lull)
+        run.tick(t, **vllm(850))
+        t += 10
+    assert run.state.learned["hysteresis.window"] == 900
+
+
+def test_a_scale_in_that_holds_for_twice_the_window_narrows_it_back() -> None:
+    run = runner(current=10)
+    end = busy_then_lull(run, 0, 420)
+    run.tick(end, **vllm(850))  # window 10 minutes
+    end = busy_then_lull(run, end + 10, 660)  # a real decline: scaled in at 10:01 of the lull
+    assert run.current < 10
+    for t in range(end, end + 1300, 10):  # the load stays down for more than twice the window
+        run.tick(t, **vllm(170))
+    assert run.state.learned["hysteresis.window"] == 450  # 10 min × 0.75
+
+
+def test_a_fixed_window_when_stabilization_max_is_the_window() -> None:
+    run = runner(current=10, stabilization_max="5m")
+    end = busy_then_lull(run, 0, 420)
+    run.tick(end, **vllm(850))
+    end = busy_then_lull(run, end + 10, 420)
+    assert run.current < 10  # released again: the window stayed at 5 minutes
