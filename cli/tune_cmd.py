@@ -25,6 +25,12 @@ def tune_command(
     jobs: int = typer.Option(1, "--jobs", "-j", help="Trials run at once, each in its own process."),
     seed: int = typer.Option(0, "--seed", help="Seed of the search (the traffic keeps the workload's seed)."),
     plot_path: Path | None = typer.Option(None, "--plot", help="Write a PNG of every trial's cost against SLO."),
+    stop_early: bool = typer.Option(
+        True,
+        "--stop-early/--run-every-trial-out",
+        help="Stop a trial once it can no longer be the best (past the best cost, or more misses than the SLO "
+        "allows); --run-every-trial-out runs each to the end, for a whole cost/SLO frontier.",
+    ),
     output: Format = OutputOption,
 ) -> None:
     """Find the cheapest policy settings whose simulated SLO attainment meets --slo; print them as YAML.
@@ -65,7 +71,7 @@ def tune_command(
         try:
             result = tune(
                 config, text, load, tier, trials=trials, slo_target=slo, jobs=jobs, seed=seed, progress=advance,
-                source=str(file),
+                source=str(file), stop_early=stop_early,
             )  # fmt: skip
         except TuneInputError as exc:
             fail(str(exc), EXIT_USAGE)
@@ -74,6 +80,13 @@ def tune_command(
     if output is Format.table:
         console = report_console()
         console.print(frontier_table(result))
+        stopped = sum(1 for t in result.trials if t.stopped is not None)
+        if stopped:
+            console.print(
+                f"{stopped} of {len(result.trials)} trials stopped early: they could no longer be the best "
+                "(not on the frontier; --run-every-trial-out runs them to the end)",
+                highlight=False,
+            )
         if result.best is None:
             stderr.print(
                 f"[bold red]no trial reached the SLO target {100 * slo:.2f}%[/]; the closest found is below",

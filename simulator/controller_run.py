@@ -60,6 +60,27 @@ class RunOptions:
     parallel_baselines: bool = True  # run the baselines in a second process while the controller runs
     progress_every_s: float = 600.0  # virtual seconds between progress callbacks
     slo_goal: float = DEFAULT_SLO_GOAL  # the oracle holds this share of requests within the TTFT target
+    # Asked every ``check_every_s`` virtual seconds how the run stands; a reason stops it (RunStopped). For a
+    # search that knows a run can no longer win: ``scalectl tune`` stops a trial past the best one's cost.
+    stop: Callable[[Checkpoint], str | None] | None = None
+    check_every_s: float = 1800.0
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A run so far: virtual seconds since the start, and per tier the dollars billed and (met, judged)."""
+
+    t: float
+    cost: Mapping[str, float]
+    slo: Mapping[str, tuple[int, int]]
+
+
+class RunStopped(Exception):
+    """``RunOptions.stop`` gave a reason: the run ended at ``checkpoint.t``."""
+
+    def __init__(self, reason: str, checkpoint: Checkpoint) -> None:
+        super().__init__(reason)
+        self.reason, self.checkpoint = reason, checkpoint
 
 
 @dataclass(slots=True)
@@ -218,7 +239,7 @@ class _Run:
         tick, duration = self.opts.tick_s, self.workload.duration
         t, ticks = -self.warmup, 0
         billed_at_start: float | None = None
-        next_progress = 0.0
+        next_progress = next_check = 0.0
         while t < duration - 1e-9:
             if t >= 0 and billed_at_start is None:
                 self.clock.set(self.start)
@@ -238,6 +259,9 @@ class _Run:
                 if self.progress is not None and t1 >= next_progress:
                     self.progress(t1, duration)
                     next_progress = t1 + self.opts.progress_every_s
+                if self.opts.stop is not None and t1 >= next_check:
+                    self._check(t1)
+                    next_check = t1 + self.opts.check_every_s
             t = round(t + tick, 6)
         self.clock.set(self.start + duration)
         billed_end = self._billed()
@@ -281,6 +305,18 @@ class _Run:
             self.members[name] = (now_ready, now_draining)
         self.billing = billing
         return billing
+
+    def _check(self, t: float) -> None:
+        assert self.opts.stop is not None
+        cost: dict[str, float] = dict.fromkeys(self.fleet.models, 0.0)
+        for cloud in self.clouds.values():
+            for name, (dollars, _seconds) in cloud.billed_by_tier(self.start, self.start + t).items():
+                if name in cost:
+                    cost[name] += dollars
+        checkpoint = Checkpoint(t, cost, {name: self.fleet.slo_so_far(name) for name in self.fleet.models})
+        reason = self.opts.stop(checkpoint)
+        if reason is not None:
+            raise RunStopped(reason, checkpoint)
 
     def _billed(self) -> float:
         return sum(cloud.billed() for cloud in self.clouds.values())

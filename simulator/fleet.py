@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+import numpy as np
+
 from policies.types import Signals
 from simulator.batch_pool import BatchPool
 from simulator.serving_pool import ServingPool
@@ -97,6 +99,7 @@ class Fleet:
         self._tasks: dict[str, BatchTasks] = {}
         self._members: dict[str, tuple[set[str], set[str]]] = {}
         self.meters: dict[str, TierMeter] = {}
+        self._slo_cursor: dict[str, tuple[int, int, int]] = {}  # tier -> (chunks counted, met, judged)
         for name, model in self.models.items():
             load = model.load
             self.meters[name] = TierMeter()
@@ -162,6 +165,23 @@ class Fleet:
         if tier in self.serving:
             return self.serving[tier].in_flight_by_instance().get(iid, 0)
         return self.batch[tier].running_on(iid)
+
+    def slo_so_far(self, tier: str) -> tuple[int, int]:
+        """(met, judged) so far: requests with a first token (tasks started), and how many of them within the
+        target. What still waits is not judged yet, so the misses are a lower bound of the run's."""
+        load = self.models[tier].load
+        seen, met, judged = self._slo_cursor.get(tier, (0, 0, 0))
+        if isinstance(load, BatchLoad):
+            waits = self.batch[tier].record.waits
+            values, seen_now = np.asarray(waits[seen:], dtype=np.float64), len(waits)
+            target = load.wait_target
+        else:
+            chunks = self.serving[tier].record.ttft
+            values = np.concatenate(chunks[seen:]) if chunks[seen:] else np.empty(0)
+            seen_now, target = len(chunks), load.ttft_target
+        met, judged = met + int((values <= target).sum()), judged + int(values.size)
+        self._slo_cursor[tier] = (seen_now, met, judged)
+        return met, judged
 
     def instance_seconds(self, tier: str) -> float:
         meter = self.meters[tier]

@@ -16,6 +16,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import yaml
@@ -23,8 +24,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from policies.spec import TARGET_ONLY, THRESHOLD_ONLY, PolicySpec, ReactiveRules
 from policies.tunable import TuneRange, tune_range
-from simulator.controller_run import RunOptions, simulate
-from simulator.workloads.spec import Workload
+from simulator.controller_run import Checkpoint, RunOptions, RunStopped, simulate
+from simulator.workloads.spec import SessionsLoad, Workload
 from tiers.config import FleetConfig, TierSpec
 
 _POLICY: TypeAdapter[Any] = TypeAdapter(PolicySpec)
@@ -45,12 +46,13 @@ class Param:
 class TrialResult:
     number: int
     params: dict[str, float | int]
-    cost: float | None  # None: the trial failed (settings rejected by validation)
-    slo: float | None
+    cost: float | None  # None: the trial failed (settings rejected by validation); stopped: the cost so far
+    slo: float | None  # stopped: None
     error: str | None = None
+    stopped: str | None = None  # why the trial was stopped early: it could no longer be the best
 
     def feasible(self, target: float) -> bool:
-        return self.cost is not None and self.slo is not None and self.slo >= target
+        return self.stopped is None and self.cost is not None and self.slo is not None and self.slo >= target
 
 
 @dataclass(slots=True)
@@ -70,12 +72,12 @@ class TuneResult:
     @property
     def closest(self) -> TrialResult | None:
         """When no trial meets the target: the one with the highest SLO (cheapest on a tie)."""
-        done = [t for t in self.trials if t.cost is not None and t.slo is not None]
+        done = [t for t in self.trials if t.stopped is None and t.cost is not None and t.slo is not None]
         return max(done, key=lambda t: (t.slo, -(t.cost or 0.0), -t.number)) if done else None
 
     def frontier(self) -> list[TrialResult]:
         """Trials no other trial beats on both cost and SLO, cheapest first."""
-        done = sorted((t for t in self.trials if t.cost is not None and t.slo is not None),
+        done = sorted((t for t in self.trials if t.stopped is None and t.cost is not None and t.slo is not None),
                       key=lambda t: (t.cost, -(t.slo or 0.0)))  # fmt: skip
         out: list[TrialResult] = []
         for t in done:
@@ -149,12 +151,42 @@ def _round(value: float, digits: int = 3) -> float:
 
 # ---- one trial (runs in a worker process) ----------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
+class Bound:
+    """What a trial must stay within to still be the best: the cheapest feasible trial's cost so far, and
+    (traffic that does not depend on the settings: open-loop requests, batch tasks) the misses the SLO
+    target allows over the whole run. Cost only grows and misses only add up, so a trial past either
+    cannot win: it is stopped there."""
+
+    cost: float | None = None
+    misses: int | None = None
+
+    def reason(self, tier: str, checkpoint: Checkpoint) -> str | None:
+        hours = checkpoint.t / 3600
+        spent = checkpoint.cost.get(tier, 0.0)
+        if self.cost is not None and spent > self.cost:
+            return f"${spent:,.2f} by hour {hours:g}, past the best trial's ${self.cost:,.2f}"
+        met, judged = checkpoint.slo.get(tier, (0, 0))
+        if self.misses is not None and judged - met > self.misses:
+            return f"{judged - met:,} misses by hour {hours:g}, more than the SLO target allows ({self.misses:,})"
+        return None
+
+
+@dataclass(frozen=True, slots=True)
 class TrialJob:
     config: FleetConfig
     config_text: str
     workload: Workload
     tier: str
     policy: dict[str, Any]
+    bound: Bound = Bound()
+
+
+@dataclass(frozen=True, slots=True)
+class TrialOutcome:
+    cost: float  # stopped: the cost so far
+    slo: float | None  # stopped: None
+    requests: int = 0  # requests (tasks) that arrived
+    stopped: str | None = None
 
 
 def with_policy(config: FleetConfig, tier: str, policy: Mapping[str, Any]) -> FleetConfig:
@@ -173,13 +205,20 @@ def text_with_policy(text: str, tier: str, policy: Mapping[str, Any]) -> str:
     return str(yaml.safe_dump(document, sort_keys=False))
 
 
-def run_trial(job: TrialJob) -> tuple[float, float | None]:
-    """Cost and SLO attainment of the tier with ``job.policy`` on the workload."""
+def run_trial(job: TrialJob) -> TrialOutcome:
+    """Cost and SLO attainment of the tier with ``job.policy`` on the workload, or where it was stopped."""
     config = with_policy(job.config, job.tier, job.policy)
     text = text_with_policy(job.config_text, job.tier, job.policy)
-    result = simulate(config, text, job.workload, options=RunOptions(baselines=False))
+    bounded = job.bound.cost is not None or job.bound.misses is not None
+    stop = partial(job.bound.reason, job.tier) if bounded else None
+    # about 48 looks at a run (every 30 minutes of a day), each a sum over what was billed and judged since
+    options = RunOptions(baselines=False, stop=stop, check_every_s=max(60.0, job.workload.duration / 48))
+    try:
+        result = simulate(config, text, job.workload, options=options)
+    except RunStopped as stopped:
+        return TrialOutcome(stopped.checkpoint.cost.get(job.tier, 0.0), None, stopped=stopped.reason)
     outcome = result.report.tiers[job.tier]
-    return outcome.cost, outcome.slo_attainment
+    return TrialOutcome(outcome.cost, outcome.slo_attainment, outcome.requests)
 
 
 # ---- the study ------------------------------------------------------------------------------------------
@@ -242,8 +281,12 @@ def tune(
     seed: int = 0,
     progress: Progress | None = None,
     source: str = "tiers file",
+    stop_early: bool = True,
 ) -> TuneResult:
-    """Run ``trials`` simulations of ``tier`` with settings proposed by Optuna; see ``TuneResult.best``."""
+    """Run ``trials`` simulations of ``tier`` with settings proposed by Optuna; see ``TuneResult.best``.
+
+    ``stop_early``: a trial that can no longer be the best (``Bound``) is stopped where it shows; it is
+    then off the frontier (its SLO is not known), which ``stop_early=False`` keeps whole."""
     try:
         import optuna
     except ModuleNotFoundError:
@@ -258,22 +301,37 @@ def tune(
     if start:
         study.enqueue_trial(start, skip_if_exists=True)
 
+    fixed_traffic = not isinstance(only.tiers[tier], SessionsLoad)  # closed-loop sessions send as served
+    requests: int | None = None
+
+    def bound() -> Bound:
+        if not stop_early:
+            return Bound()
+        best = result.best
+        misses = None if requests is None or not fixed_traffic else int((1 - slo_target) * requests)
+        return Bound(best.cost if best is not None else None, misses)
+
     def submit(pool: concurrent.futures.Executor | None) -> tuple[Any, dict[str, float | int], Any]:
         trial = study.ask()
         params = {p.name: _suggest(trial, p) for p in result.space}
-        job = TrialJob(config, config_text, only, tier, policy_with(result.base_policy, params))
+        job = TrialJob(config, config_text, only, tier, policy_with(result.base_policy, params), bound())
         future = pool.submit(run_trial, job) if pool is not None else None
         return trial, params, (future if future is not None else job)
 
-    def finish(trial: Any, params: dict[str, float | int], outcome: tuple[float, float | None] | Exception) -> None:
+    def finish(trial: Any, params: dict[str, float | int], outcome: TrialOutcome | Exception) -> None:
+        nonlocal requests
         if isinstance(outcome, Exception):
             trial_result = TrialResult(trial.number, params, None, None, _one_line(outcome))
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        elif outcome.stopped is not None:
+            trial_result = TrialResult(trial.number, params, outcome.cost, None, stopped=outcome.stopped)
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         else:
-            cost, slo = outcome
-            trial_result = TrialResult(trial.number, params, cost, slo)
-            trial.set_constraint("slo", slo_target - (slo if slo is not None else 0.0))  # feasible at <= 0
-            study.tell(trial, cost)
+            requests = requests or outcome.requests
+            trial_result = TrialResult(trial.number, params, outcome.cost, outcome.slo)
+            # feasible at <= 0
+            trial.set_constraint("slo", slo_target - (outcome.slo if outcome.slo is not None else 0.0))
+            study.tell(trial, outcome.cost)
         result.trials.append(trial_result)
         if progress is not None:
             progress(result)
@@ -282,7 +340,7 @@ def tune(
         for _ in range(trials):
             trial, params, job = submit(None)
             try:
-                outcome: tuple[float, float | None] | Exception = run_trial(job)
+                outcome: TrialOutcome | Exception = run_trial(job)
             except (ValidationError, ValueError) as exc:
                 outcome = exc
             finish(trial, params, outcome)

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 from cli.main import app
 from policies.spec import ExternalPolicy, MinFloorPolicy, PredictivePolicy, ScaleToZeroPolicy
 from policies.tunable import tunable
-from simulator.tune import TrialJob, run_trial, search_space, tune, with_policy
+from simulator.controller_run import Checkpoint
+from simulator.tune import Bound, TrialJob, run_trial, search_space, tune, with_policy
 from simulator.workloads.spec import Workload, parse_workload
 from tiers.config import FleetConfig, load_config
 
@@ -88,6 +89,49 @@ def test_the_best_is_the_cheapest_trial_that_meets_the_slo() -> None:
     assert replay == (best.cost, best.slo)
 
 
+def test_a_trial_past_the_best_cost_is_stopped_there() -> None:
+    config, text = load_config_text(TIERS)
+    workload = parse_workload(WORKLOAD)
+    policy = {"kind": "min-floor", "ttft_p95_max": "500ms"}
+    whole = run_trial(TrialJob(config, text, workload, "web", policy))
+    assert whole.stopped is None and whole.requests > 0
+    stopped = run_trial(TrialJob(config, text, workload, "web", policy, Bound(cost=whole.cost / 2)))
+    assert stopped.stopped is not None and "past the best trial's" in stopped.stopped
+    assert whole.cost / 2 < stopped.cost <= whole.cost and stopped.slo is None
+
+
+def test_a_trial_with_more_misses_than_the_slo_allows_is_stopped_there() -> None:
+    config, text = load_config_text(TIERS)
+    workload = parse_workload(WORKLOAD)
+    policy = {"kind": "min-floor", "ttft_p95_max": "500ms", "stabilization_max": "5m", "target_utilization": 0.95}
+    whole = run_trial(TrialJob(config, text, workload, "web", policy))
+    assert whole.slo is not None and whole.slo < 1  # the spike is missed in part
+    stopped = run_trial(TrialJob(config, text, workload, "web", policy, Bound(misses=0)))
+    assert stopped.stopped is not None and "more than the SLO target allows (0)" in stopped.stopped
+    assert stopped.cost < whole.cost
+
+
+def test_the_bound_says_which_limit_a_checkpoint_is_past() -> None:
+    at_two_hours = Checkpoint(7200.0, {"web": 12.5}, {"web": (990, 1000)})
+    assert Bound().reason("web", at_two_hours) is None
+    assert Bound(cost=12.5, misses=10).reason("web", at_two_hours) is None  # at the limits: still in the race
+    assert Bound(cost=12.4).reason("web", at_two_hours) == "$12.50 by hour 2, past the best trial's $12.40"
+    assert Bound(misses=9).reason("web", at_two_hours) == (
+        "10 misses by hour 2, more than the SLO target allows (9)"
+    )
+
+
+def test_trials_stopped_early_are_told_to_the_study_and_kept_off_the_frontier() -> None:
+    config, text = load_config_text(TIERS)
+    workload = parse_workload(WORKLOAD)
+    result = tune(config, text, workload, "web", trials=6, slo_target=0.6, jobs=1, seed=1)
+    stopped = [t for t in result.trials if t.stopped is not None]
+    assert stopped, "some of six random settings cost more than the best so far"
+    assert not set(t.number for t in stopped) & {t.number for t in result.frontier()}
+    best = result.best
+    assert best is not None and all((t.cost or 0) > 0 for t in stopped)
+
+
 def load_config_text(text: str) -> tuple[FleetConfig, str]:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "tiers.yaml"
@@ -99,7 +143,8 @@ def run_trial_for(
     config: FleetConfig, text: str, workload: Workload, policy: dict[str, object]
 ) -> tuple[float, float | None]:
     assert with_policy(config, "web", policy).tiers["web"].policy.kind == "min-floor"
-    return run_trial(TrialJob(config, text, workload, "web", policy))
+    outcome = run_trial(TrialJob(config, text, workload, "web", policy))
+    return outcome.cost, outcome.slo
 
 
 @pytest.fixture
