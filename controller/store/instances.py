@@ -81,6 +81,7 @@ class InstanceRepository:
     def __init__(self, session: Session):
         self._session = session
         self._tracked: dict[str, tuple[Instance, tuple[Any, ...] | None]] = {}  # key -> (entity, stored facts)
+        self.wrote = False  # a flush sent rows since the unit of work last committed
 
     def live(self, tiers: Collection[str] | None = None) -> list[Instance]:
         """Every instance that may bill (of ``tiers`` only, when given), as stored after the changes made
@@ -145,3 +146,4 @@ class InstanceRepository:
             self._session.execute(insert(InstanceRecord), inserts)
         if updates:  # executemany, grouped by the set of changed columns
             self._session.execute(update(InstanceRecord), updates)
+        self.wrote = self.wrote or bool(inserts or updates)

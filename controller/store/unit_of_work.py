@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from sqlalchemy import insert, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from controller.store.instances import InstanceRepository
@@ -24,6 +25,7 @@ class UnitOfWork:
         self._sessions = sessions
         self._session: Session | None = None
         self._instances: InstanceRepository | None = None
+        self._wrote = False  # a statement of this class's own (policy state, request counts) since the last commit
 
     def __enter__(self) -> UnitOfWork:
         self._session = self._sessions()
@@ -46,8 +48,14 @@ class UnitOfWork:
         return self._session
 
     def commit(self) -> None:
+        """Store what the unit of work changed. With nothing to store (most ticks' first and last commits)
+        there is no commit: nothing to make durable, and nothing for fencing to guard."""
         self.instances.flush()
-        self.session.commit()
+        session = self.session
+        if not (self._wrote or self.instances.wrote or session.new or session.dirty or session.deleted):
+            return
+        session.commit()
+        self._wrote = self.instances.wrote = False
 
     # ---- what a tick writes besides instances ----------------------------------------------------
     def record(self, event: InstanceEvent | None) -> None:
@@ -78,19 +86,27 @@ class UnitOfWork:
 
     def save_policy_state(self, tier: str, state: PolicyState, desired: int, now: float) -> None:
         save_policy_state(self.session, tier, state, desired, now)
+        self._wrote = True
 
     def add_requests(self, tier: str, minute: int, requests: float) -> None:
         """A finished minute of the tier's request count (added to, when a restarted daemon wrote part of it)."""
-        row = self.session.get(TierRequestsRecord, (tier, minute))
-        if row is None:
-            self.session.add(TierRequestsRecord(tier=tier, minute=minute, requests=requests))
-        else:
-            row.requests += requests
+        table = TierRequestsRecord
+        added = self.session.execute(
+            update(table).where(table.tier == tier, table.minute == minute).values(requests=table.requests + requests)
+        )
+        if not _matched(added):
+            self.session.execute(insert(table).values(tier=tier, minute=minute, requests=requests))
+        self._wrote = True
 
 
 def save_policy_state(session: Session, tier: str, state: PolicyState, desired: int, now: float) -> None:
-    row = session.get(PolicyStateRecord, tier)
-    if row is None:
-        session.add(PolicyStateRecord(tier=tier, state=state.to_dict(), desired=desired, updated_at=now))
-    else:
-        row.state, row.desired, row.updated_at = state.to_dict(), desired, now
+    """One UPDATE on the usual path (the row exists); an ORM read-then-write read the row back every tick."""
+    values = {"state": state.to_dict(), "desired": desired, "updated_at": now}
+    saved = session.execute(update(PolicyStateRecord).where(PolicyStateRecord.tier == tier).values(**values))
+    if not _matched(saved):
+        session.execute(insert(PolicyStateRecord).values(tier=tier, **values))
+
+
+def _matched(result: Any) -> bool:
+    """Whether an UPDATE found its row (a Result of an UPDATE statement carries the count)."""
+    return bool(getattr(result, "rowcount", 0))
