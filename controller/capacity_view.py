@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from policies import hysteresis
 from policies.boot import boot_time
 from policies.capacity import estimate, service_time, summary
 from policies.prior import capacity_prior, compute_prior
@@ -22,7 +23,8 @@ def tracking_rules(tier: TierSpec) -> ReactiveRules | None:
 
 
 def learned_capacity(tier: TierSpec, state: PolicyState) -> dict[str, Any] | None:
-    """Capacity per instance (prior, learned, clamped), service and boot times; None without target tracking."""
+    """Capacity per instance (prior, learned, clamped), service and boot times, the scale-in window; None
+    without target tracking."""
     rules = tracking_rules(tier)
     if rules is None:
         return None
@@ -40,6 +42,9 @@ def learned_capacity(tier: TierSpec, state: PolicyState) -> dict[str, Any] | Non
         "service_time_s": svc,
         "boot_time_s": boot_time(state.learned),
         "target_utilization": rules.target_utilization,
+        # the scale-in window now: the configured one, widened while scale-ins were undone (policies/hysteresis.py)
+        "stabilization_s": hysteresis.window(rules, state.learned),
+        "stabilization_configured_s": rules.stabilization,
         "ttft_target_s": rules.ttft_target,
         "why": cap.text,
         "observations": [{"load_per_instance": x, "breached_share": b} for x, b in summary(state.learned)],

@@ -147,7 +147,9 @@ def test_describe_tier_shows_capacity_per_instance_and_what_was_learned(cli: Cli
     capacity = json.loads(out)["capacity"]
     assert code == 0 and capacity["capacity_per_instance"] == capacity["prior"] == 160.0  # 0.8 × max-num-seqs 200
     assert "prior; no load high enough yet" in capacity["why"]
+    assert capacity["stabilization_s"] == capacity["stabilization_configured_s"] == 300.0
     learned: dict[str, float] = observe({}, now=0, prior=160.0, load=0, ready=4, ttft=None, target=0.5)
+    learned["hysteresis.window"] = 1200.0  # scale-ins were undone: the window widened to 20 minutes
     for i in range(200):  # a knee at 120 per instance
         per_instance = 60 + (i % 40) * 2.5
         ttft = 2.0 if per_instance > 120 else 0.2
@@ -158,6 +160,7 @@ def test_describe_tier_shows_capacity_per_instance_and_what_was_learned(cli: Cli
     code, out, _ = run(cli, "describe", "tier", "orchestrator", "-o", "json")
     capacity = json.loads(out)["capacity"]
     assert capacity["capacity_per_instance"] == 120.0 and capacity["learned"] == 120.0
+    assert capacity["stabilization_s"] == 1200.0 and capacity["stabilization_configured_s"] == 300.0
     assert any(o["breached_share"] == 1.0 for o in capacity["observations"])
     code, out, _ = run(cli, "describe", "tier", "orchestrator")
     assert code == 0 and "capacity per instance (target tracking)" in out and "breached from 120" in out
