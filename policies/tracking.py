@@ -129,7 +129,9 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
         if by_compute > need:
             basis, need = f"{basis} → {need}; {compute_text}", by_compute
         keep = max(keep, ceil_count(fraction * (1 + rules.tolerance)))
-    state = replace(state, learned=hysteresis.settle(rules, state.learned, now))
+    p95 = inp.signals.ttft_p95_s
+    breached = p95 is not None and p95 > rules.ttft_target
+    state = replace(state, learned=hysteresis.observe(rules, state.learned, now, breached))
     span = hysteresis.window(rules, state.learned)
     state = _window(state, now, keep, span)
 
@@ -139,7 +141,7 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     else:
         need_out, breach_text = need, ""
     if need_out > current:
-        state = replace(state, learned=hysteresis.scaling_out(rules, state.learned, now, need_out))
+        state = replace(state, learned=hysteresis.scaling_out(rules, state.learned, now, need_out, breached))
         if need_out > need:  # what the breach asked for is a need too: the window keeps it
             state = _window(state, now, need_out, hysteresis.window(rules, state.learned))
         text = f"{basis} → {need}" + (f"; {breach_text} → {need_out}" if breach_text else "")

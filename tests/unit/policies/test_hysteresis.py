@@ -1,4 +1,5 @@
-"""The learned scale-in window: scale-ins undone by the load's return widen it; scale-ins that hold narrow it."""
+"""The learned scale-in window: scale-ins undone by the load's return (with a TTFT breach) widen it; scale-ins that
+hold narrow it; a return the remaining instances carry within the target teaches nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,11 @@ from tests.unit.policies.test_tracking import PLAIN, vllm
 
 def runner(current: int, **fields: object) -> Runner:
     return Runner(spec(**{**PLAIN, **fields}), bounds=Bounds(min=1, max=40), current=current)
+
+
+def back(run: Runner, at: int, breached: bool = True) -> None:
+    """The load returns: need 10 again, with TTFT over the target while the instances boot."""
+    run.tick(at, **vllm(850, ttft_p95_s=0.9 if breached else 0.2))
 
 
 def busy_then_lull(run: Runner, start: int, lull: int) -> int:
@@ -24,15 +30,15 @@ def test_a_scale_in_undone_within_twice_the_window_doubles_it() -> None:
     run = runner(current=10)
     end = busy_then_lull(run, 0, 420)  # scaled in at 5:01 of the lull, to 5
     assert run.current < 10
-    decision = run.tick(end, **vllm(850))  # the load is back 2 minutes later
-    assert decision.desired == 10
+    back(run, end)  # the load is back 2 minutes later and the requests wait for the boots
+    assert run.current >= 10
     assert run.state.learned["hysteresis.window"] == 600
 
 
 def test_with_the_window_widened_a_lull_shorter_than_it_is_held_through() -> None:
     run = runner(current=10)
     end = busy_then_lull(run, 0, 420)
-    run.tick(end, **vllm(850))
+    back(run, end)
     end = busy_then_lull(run, end + 10, 420)  # the same 7-minute lull: under the 10-minute window
     assert run.current == 10
     decision = run.tick(end - 10, **vllm(170))
@@ -44,7 +50,7 @@ def test_the_window_doubles_up_to_stabilization_max() -> None:
     t = 0
     for lull in (420, 720, 1320):  # each lull a little longer than the window it meets: 5, 10, then 15 min
         t = busy_then_lull(run, t, lull)
-        run.tick(t, **vllm(850))
+        back(run, t)
         t += 10
     assert run.state.learned["hysteresis.window"] == 900
 
@@ -52,7 +58,7 @@ def test_the_window_doubles_up_to_stabilization_max() -> None:
 def test_a_scale_in_that_holds_for_twice_the_window_narrows_it_back() -> None:
     run = runner(current=10)
     end = busy_then_lull(run, 0, 420)
-    run.tick(end, **vllm(850))  # window 10 minutes
+    back(run, end)  # window 10 minutes
     end = busy_then_lull(run, end + 10, 660)  # a real decline: scaled in at 10:01 of the lull
     assert run.current < 10
     for t in range(end, end + 1300, 10):  # the load stays down for more than twice the window
@@ -63,6 +69,24 @@ def test_a_scale_in_that_holds_for_twice_the_window_narrows_it_back() -> None:
 def test_a_fixed_window_when_stabilization_max_is_the_window() -> None:
     run = runner(current=10, stabilization_max="5m")
     end = busy_then_lull(run, 0, 420)
-    run.tick(end, **vllm(850))
+    back(run, end)
     end = busy_then_lull(run, end + 10, 420)
     assert run.current < 10  # released again: the window stayed at 5 minutes
+
+
+def test_a_return_carried_within_the_target_teaches_nothing() -> None:
+    """A small fleet stepping back up on noise, TTFT within the target throughout: the window stays."""
+    run = runner(current=10)
+    end = busy_then_lull(run, 0, 420)
+    back(run, end, breached=False)
+    for t in range(end + 10, end + 1300, 10):
+        run.tick(t, **vllm(850))
+    assert "hysteresis.window" not in run.state.learned
+
+
+def test_a_breach_after_the_return_while_the_instances_boot_undoes_the_scale_in() -> None:
+    run = runner(current=10)
+    end = busy_then_lull(run, 0, 420)
+    back(run, end, breached=False)  # the load-based need sees the burst first
+    back(run, end + 30, breached=True)  # the requests it brought wait: TTFT over the target
+    assert run.state.learned["hysteresis.window"] == 600

@@ -116,9 +116,7 @@ def test_the_bound_says_which_limit_a_checkpoint_is_past() -> None:
     assert Bound().reason("web", at_two_hours) is None
     assert Bound(cost=12.5, misses=10).reason("web", at_two_hours) is None  # at the limits: still in the race
     assert Bound(cost=12.4).reason("web", at_two_hours) == "$12.50 by hour 2, past the best trial's $12.40"
-    assert Bound(misses=9).reason("web", at_two_hours) == (
-        "10 misses by hour 2, more than the SLO target allows (9)"
-    )
+    assert Bound(misses=9).reason("web", at_two_hours) == ("10 misses by hour 2, more than the SLO target allows (9)")
 
 
 def test_trials_stopped_early_are_told_to_the_study_and_kept_off_the_frontier() -> None:
