@@ -86,11 +86,10 @@ def _learn(inp: PolicyInput, depth: float, in_flight: float) -> dict[str, float]
     arrivals = inp.signals.arrivals if inp.signals.arrivals is not None else 0.0
     keep = 0.5 ** ((inp.now - last) / HALF_LIFE_S) if last is not None and inp.now > last else 1.0
     # A real backlog (as many waiting as one instance runs): every slot of a ready instance is busy, so
-    # what each runs is its slot count; a task or two queued between ticks says nothing of the kind. The
-    # count seen most wins: draining instances still running tasks (a spot notice) or an instance ready a
-    # tick before its worker took tasks skew single ticks, either way.
-    # Only while the ready count holds still: an instance counted ready a tick before its worker takes tasks
-    # (or one just gone) makes a single tick read low or high.
+    # what each runs is its slot count; a task or two queued between ticks says nothing of the kind. Only
+    # while the ready count holds still (an instance counted ready a tick before its worker takes tasks,
+    # or one just gone, reads low or high), and the count seen most wins (workers draining after a spot
+    # notice still run tasks and read high for a few ticks).
     steady = ready == out.get(_READY)
     out[_READY] = float(ready)
     if steady and ready > 0 and depth >= max(1.0, in_flight / ready):
