@@ -8,6 +8,8 @@ import logging
 from collections.abc import Awaitable, Iterable
 from typing import TypeVar
 
+from sqlalchemy.exc import DBAPIError
+
 from providers.errors import ProviderError
 
 log = logging.getLogger("scalectl.reconciler")
@@ -20,13 +22,17 @@ class Calls:
 
     async def call(self, awaitable: Awaitable[T]) -> T | BaseException:
         """The result, or the exception that ended the call. Provider errors (``providers.errors``) are
-        expected answers: the caller handles them. Anything else is a bug in an adapter or a hook: it is
+        expected answers: the caller handles them. So is a store that went away under a hook that reads it
+        (one line, as for a tick). Anything else is a bug in an adapter or a hook: it is
         logged with its traceback and then answered like a failure of this one call, because one buggy
         adapter must not stop the daemon from looking after the rest of the fleet."""
         async with self._limit:
             try:
                 return await awaitable
             except ProviderError as exc:
+                return exc
+            except DBAPIError as exc:  # a hook that reads the store, which went away (restart, cut connection)
+                log.warning("a call out of the reconciler failed: the store is unreachable (%s)", one_line(exc))
                 return exc
             except Exception as exc:
                 log.exception("unexpected error in a call out of the reconciler: %s", one_line(exc))

@@ -33,3 +33,17 @@ async def test_a_bug_in_an_adapter_is_logged_with_its_traceback_and_fails_only_t
     assert isinstance(results[0], KeyError) and results[1] == 7
     (record,) = [r for r in caplog.records if r.exc_info]
     assert record.exc_info is not None and record.exc_info[0] is KeyError
+
+
+async def test_a_store_gone_under_a_hook_is_one_line_not_a_traceback(caplog: pytest.LogCaptureFixture) -> None:
+    """A readiness hook reads the configuration; the database cut its connection (a restart, a failover)."""
+    from sqlalchemy.exc import OperationalError
+
+    async def reads_the_store() -> int:
+        raise OperationalError("SELECT max(version)", {}, Exception("terminating connection due to administrator"))
+
+    with caplog.at_level(logging.WARNING, logger="scalectl.reconciler"):
+        result = await Calls().call(reads_the_store())
+    assert isinstance(result, OperationalError)
+    assert not [r for r in caplog.records if r.exc_info]
+    assert any("the store is unreachable" in r.getMessage() and r.levelname == "WARNING" for r in caplog.records)
