@@ -13,7 +13,6 @@ ones, so the two searches may propose different settings after the first stop.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 
@@ -23,16 +22,10 @@ from simulator.tune import TuneResult, tune
 from simulator.workloads.spec import load_workload
 from tiers.config import load_config
 
-HOUR = re.compile(r"by hour ([0-9.]+)")
-
 
 def simulated_hours(result: TuneResult, hours: float) -> float:
     """Hours of traffic the search simulated: whole trials, and stopped ones up to where they stopped."""
-    total = 0.0
-    for trial in result.trials:
-        found = HOUR.search(trial.stopped or "")
-        total += float(found.group(1)) if found else hours
-    return total
+    return sum(hours if t.stopped_at is None else t.stopped_at / 3600 for t in result.trials)
 
 
 def main() -> None:

@@ -156,8 +156,9 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
             return free + ready * mu * max(0.0, window) + sum(expected(window, e) for e in elapsed)
 
         # FIFO: every cohort starts once all before it have; each must start by its own deadline
+        queue = queue_ages.cohorts(state.learned)
         ahead, more = 0.0, 0
-        for queued_at, count in queue_ages.cohorts(state.learned):
+        for queued_at, count in queue:
             ahead += count
             window = queued_at + budget - now
             if expected(window, 0.0) <= 0:  # too late for any boot: as soon as a new instance can
@@ -167,7 +168,7 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
                 each = expected(window, 0.0) or starts(spec.max_wait * SAFETY)
                 more = max(more, ceil_count(short / each))
         need = max(1, current + more)
-        oldest = now - queue_ages.cohorts(state.learned)[0][0]
+        oldest = now - queue[0][0]
         text = (
             f"queue {num(depth)} (oldest {dur(oldest)}) within {dur(spec.max_wait)}: {num(round(mu * 60, 2))}"
             f" tasks/min and {num(round(conc, 1))} at once per instance, boot {dur(boot)} → {need}"

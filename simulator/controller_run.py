@@ -306,13 +306,19 @@ class _Run:
         self.billing = billing
         return billing
 
+    def _billed_by_tier(self, until: float) -> dict[str, tuple[float, float]]:
+        """Per tier, (dollars, instance-seconds) every cloud billed from the start until ``until`` s later."""
+        per_tier: dict[str, tuple[float, float]] = {}
+        for cloud in self.clouds.values():
+            for name, (dollars, seconds) in cloud.billed_by_tier(self.start, self.start + until).items():
+                spent, billed = per_tier.get(name, (0.0, 0.0))
+                per_tier[name] = (spent + dollars, billed + seconds)
+        return per_tier
+
     def _check(self, t: float) -> None:
         assert self.opts.stop is not None
-        cost: dict[str, float] = dict.fromkeys(self.fleet.models, 0.0)
-        for cloud in self.clouds.values():
-            for name, (dollars, _seconds) in cloud.billed_by_tier(self.start, self.start + t).items():
-                if name in cost:
-                    cost[name] += dollars
+        billed = self._billed_by_tier(t)
+        cost = {name: billed.get(name, (0.0, 0.0))[0] for name in self.fleet.models}
         checkpoint = Checkpoint(t, cost, {name: self.fleet.slo_so_far(name) for name in self.fleet.models})
         reason = self.opts.stop(checkpoint)
         if reason is not None:
@@ -324,21 +330,14 @@ class _Run:
     def _result(self, ticks: int, billed: float, billed_total: float) -> SimulationResult:
         report = build_report(self.fleet, self.workload.duration)
         report.rollouts = rollout_outcomes(self.fleet, self.rollouts.spans(), self.workload.duration)
-        per_tier: dict[str, list[float]] = {}
-        for cloud in self.clouds.values():
-            for name, (dollars, seconds) in cloud.billed_by_tier(
-                self.start, self.start + self.workload.duration
-            ).items():
-                entry = per_tier.setdefault(name, [0.0, 0.0])
-                entry[0] += dollars
-                entry[1] += seconds
+        per_tier = self._billed_by_tier(self.workload.duration)
         everything = sys.maxsize  # the whole run: counts, not a page
         rows = self.store.instances(include_ended=True, limit=everything)
         interrupted = Counter(r.tier for r in rows if r.interrupted)
         decisions = len(self.store.decisions(limit=everything))
         events = Counter(e.kind for e in self.store.events(limit=everything))
         for name, outcome in list(report.tiers.items()):
-            dollars, seconds = per_tier.get(name, [0.0, 0.0])
+            dollars, seconds = per_tier.get(name, (0.0, 0.0))
             report.tiers[name] = dataclasses.replace(
                 outcome,
                 cost=dollars,

@@ -50,9 +50,15 @@ class TrialResult:
     slo: float | None  # stopped: None
     error: str | None = None
     stopped: str | None = None  # why the trial was stopped early: it could no longer be the best
+    stopped_at: float | None = None  # virtual seconds into the run where it stopped
+
+    @property
+    def finished(self) -> bool:
+        """Run to the end with a cost and an SLO (not failed, not stopped early)."""
+        return self.stopped is None and self.cost is not None and self.slo is not None
 
     def feasible(self, target: float) -> bool:
-        return self.stopped is None and self.cost is not None and self.slo is not None and self.slo >= target
+        return self.finished and self.slo is not None and self.slo >= target
 
 
 @dataclass(slots=True)
@@ -72,13 +78,12 @@ class TuneResult:
     @property
     def closest(self) -> TrialResult | None:
         """When no trial meets the target: the one with the highest SLO (cheapest on a tie)."""
-        done = [t for t in self.trials if t.stopped is None and t.cost is not None and t.slo is not None]
+        done = [t for t in self.trials if t.finished]
         return max(done, key=lambda t: (t.slo, -(t.cost or 0.0), -t.number)) if done else None
 
     def frontier(self) -> list[TrialResult]:
         """Trials no other trial beats on both cost and SLO, cheapest first."""
-        done = sorted((t for t in self.trials if t.stopped is None and t.cost is not None and t.slo is not None),
-                      key=lambda t: (t.cost, -(t.slo or 0.0)))  # fmt: skip
+        done = sorted((t for t in self.trials if t.finished), key=lambda t: (t.cost or 0.0, -(t.slo or 0.0)))
         out: list[TrialResult] = []
         for t in done:
             if not out or (t.slo or 0.0) > (out[-1].slo or 0.0):
@@ -187,6 +192,7 @@ class TrialOutcome:
     slo: float | None  # stopped: None
     requests: int = 0  # requests (tasks) that arrived
     stopped: str | None = None
+    stopped_at: float | None = None  # virtual seconds into the run
 
 
 def with_policy(config: FleetConfig, tier: str, policy: Mapping[str, Any]) -> FleetConfig:
@@ -216,7 +222,8 @@ def run_trial(job: TrialJob) -> TrialOutcome:
     try:
         result = simulate(config, text, job.workload, options=options)
     except RunStopped as stopped:
-        return TrialOutcome(stopped.checkpoint.cost.get(job.tier, 0.0), None, stopped=stopped.reason)
+        checkpoint = stopped.checkpoint
+        return TrialOutcome(checkpoint.cost.get(job.tier, 0.0), None, stopped=stopped.reason, stopped_at=checkpoint.t)
     outcome = result.report.tiers[job.tier]
     return TrialOutcome(outcome.cost, outcome.slo_attainment, outcome.requests)
 
@@ -324,7 +331,9 @@ def tune(
             trial_result = TrialResult(trial.number, params, None, None, _one_line(outcome))
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
         elif outcome.stopped is not None:
-            trial_result = TrialResult(trial.number, params, outcome.cost, None, stopped=outcome.stopped)
+            trial_result = TrialResult(
+                trial.number, params, outcome.cost, None, stopped=outcome.stopped, stopped_at=outcome.stopped_at
+            )
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         else:
             requests = requests or outcome.requests

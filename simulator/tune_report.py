@@ -27,7 +27,7 @@ def to_dict(result: TuneResult) -> dict[str, Any]:
     def trial(t: TrialResult) -> dict[str, Any]:
         return {
             "number": t.number, "cost": t.cost, "slo": t.slo, "params": t.params, "error": t.error,
-            "stopped": t.stopped,
+            "stopped": t.stopped, "stopped_at_s": t.stopped_at,
         }  # fmt: skip
 
     best = result.best
@@ -68,7 +68,7 @@ def plot(result: TuneResult, path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    done = [t for t in result.trials if t.stopped is None and t.cost is not None and t.slo is not None]
+    done = [t for t in result.trials if t.finished]
     fig, ax = plt.subplots(figsize=(8, 5))
     ok = [t for t in done if t.feasible(result.slo_target)]
     bad = [t for t in done if not t.feasible(result.slo_target)]

@@ -43,18 +43,13 @@ class Backoffs:
 
     def load(self, history: FailureHistory) -> None:
         """Replay what the store recorded (oldest first); marks already expired drop out when next read."""
-        for tier, t in history.interruptions:
-            self.interrupted(tier, t)
         for provider, offer_id, capacity, t in history.no_capacity:
             self.offers.mark_id(provider, offer_id, Capacity(capacity), t, self.offer_unavailable_for)
         for provider, t in history.refused:
             self.offers.mark_provider(provider, t)
-        for tier, t in history.create_backoffs:
-            self.create_refused(tier, t)
         for tier, provider, offer_id, t in history.crashes:
             self.crashed(tier, provider, offer_id, t)
-        for tier, t in history.spot_waits:
-            self.spot_short(tier, t)
+        self._replay_tiers(history, None)
 
     def follow(self, history: FailureHistory, new: Collection[str], gone: Collection[str]) -> None:
         """Tiers this reconciler starts or stops acting on (sharded daemons hand tiers over): what it kept
@@ -70,17 +65,22 @@ class Backoffs:
             ):
                 per_tier.pop(tier, None)
         wanted = set(new)
-        for tier, t in history.interruptions:
-            if tier in wanted:
-                self.interrupted(tier, t)
-        for tier, t in history.create_backoffs:
-            if tier in wanted:
-                self.create_refused(tier, t)
         for tier, _provider, _offer, t in history.crashes:
             if tier in wanted:
                 self._tier_crashed(tier, t)
+        self._replay_tiers(history, wanted)
+
+    def _replay_tiers(self, history: FailureHistory, only: Collection[str] | None) -> None:
+        """The per-tier marks of ``history`` (interruptions, create back-offs, spot waits): of ``only`` these
+        tiers, or of every tier. A tier's crashes are replayed by the caller (with or without the offer's)."""
+        for tier, t in history.interruptions:
+            if only is None or tier in only:
+                self.interrupted(tier, t)
+        for tier, t in history.create_backoffs:
+            if only is None or tier in only:
+                self.create_refused(tier, t)
         for tier, t in history.spot_waits:
-            if tier in wanted:
+            if only is None or tier in only:
                 self.spot_short(tier, t)
 
     # ---- offers and providers --------------------------------------------------------------------
