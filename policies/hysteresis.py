@@ -79,6 +79,6 @@ def scaling_out(
     return out
 
 
-def undone(rules: ReactiveRules, learned: Mapping[str, float]) -> bool:
+def widened(rules: ReactiveRules, learned: Mapping[str, float]) -> bool:
     """Whether the window is wider than configured (the reason says so)."""
     return window(rules, learned) > rules.stabilization

@@ -228,7 +228,7 @@ def _scale_in(
     highest = int(max(n for _, n in state.needs))
     span = hysteresis.window(rules, state.learned)
     window = dur(span)
-    if hysteresis.undone(rules, state.learned):
+    if hysteresis.widened(rules, state.learned):
         window += f" (widened from {dur(rules.stabilization)}: scale-ins were undone)"
     window += f", load +{rules.tolerance:.0%}" if rules.tolerance else ""
     if highest >= current:
