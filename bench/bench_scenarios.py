@@ -99,6 +99,8 @@ def run(name: str, hours: float | None, from_h: float = 0.0) -> list[Row]:
     result = simulate(config, text, workload, workload_source=workload_file)
     wall = time.perf_counter() - start
     report = result.report
+    for line in report.warnings:
+        print(f"{name}: warning: {line}", file=sys.stderr)
     rows = []
     for tier, t in report.tiers.items():
         base = report.baselines.get(tier, {})

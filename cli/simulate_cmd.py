@@ -75,6 +75,8 @@ def simulate_command(
             console.print(table)
         for line in result.report.rollout_lines():
             console.print(line, highlight=False)
+        for line in result.report.warnings:
+            console.print(f"[yellow]warning:[/] {line}", highlight=False)
         run = data["controller"]
         console.print(
             f"controller: {run['ticks']:,} ticks, {run['decisions']:,} decisions recorded, "

@@ -94,13 +94,14 @@ def need_timeline(
 
 
 def oracle(workload: Workload, model: TierModel, slo_goal: float = DEFAULT_SLO_GOAL) -> BaselineOutcome:
-    if isinstance(model.load, BatchLoad):
+    if isinstance(model.load, BatchLoad):  # pays each task's run time, no more: a fractional worker, no peak
         _, run = BatchTasks(model.name, model.load, workload).all_tasks(workload.duration)
         hours = float(run.sum()) / model.load.concurrency / 3600.0
-    else:
-        _, need = need_timeline(workload, model, slo_goal)
-        hours = float(need.sum()) * NEED_STEP_S / 3600.0
-    return BaselineOutcome("oracle", hours * model.price_per_hour, hours * model.gpu_count, None)
+        return BaselineOutcome("oracle", hours * model.price_per_hour, hours * model.gpu_count, None)
+    _, need = need_timeline(workload, model, slo_goal)
+    hours = float(need.sum()) * NEED_STEP_S / 3600.0
+    peak = int(need.max()) if need.shape[0] else 0
+    return BaselineOutcome("oracle", hours * model.price_per_hour, hours * model.gpu_count, None, peak)
 
 
 def static_count(workload: Workload, model: TierModel, slo_goal: float = DEFAULT_SLO_GOAL) -> int:

@@ -168,6 +168,7 @@ def simulate(
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     result.report.baselines = {k: dict(v) for k, v in baselines.items()}
+    result.report.warnings = result.report.bound_warnings({name: config.tiers[name].max for name in workload.tiers})
     return result
 
 

@@ -116,6 +116,7 @@ class BaselineOutcome:
     cost: float
     gpu_hours: float
     slo_attainment: float | None  # None for the oracle: a cost bound, met by construction
+    peak: int | None = None  # the oracle's most instances at once (its busiest minute); None for the others
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,7 @@ class Report:
     baselines: dict[str, dict[str, BaselineOutcome]] = field(default_factory=dict)  # tier -> name -> outcome
     timelines: dict[str, dict[str, Any]] = field(default_factory=dict)  # tier -> series arrays (for the plot)
     rollouts: list[RolloutOutcome] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # what makes the run's SLO unreachable for any policy
 
     def total(self) -> dict[str, Any]:
         tiers = list(self.tiers.values())
@@ -175,7 +177,25 @@ class Report:
         data: dict[str, Any] = {"duration_s": self.duration_s, "tiers": tiers, "total": self.total()}
         if self.rollouts:
             data["rollouts"] = [asdict(r) for r in self.rollouts]
+        if self.warnings:
+            data["warnings"] = list(self.warnings)
         return data
+
+    def bound_warnings(self, maxes: Mapping[str, int]) -> list[str]:
+        """A tier whose ``max`` is below what the oracle needs in its busiest minute: there no policy can hold
+        the SLO, and the run measures the bound, not the policy (the oracle itself is not bounded)."""
+        lines = []
+        for name, base in self.baselines.items():
+            oracle = base.get("oracle")
+            high = maxes.get(name)
+            if oracle is None or oracle.peak is None or high is None or oracle.peak <= high:
+                continue
+            lines.append(
+                f"tier {name}: the oracle needs {oracle.peak} instances in its busiest minute, above the tier's "
+                f"max of {high}: no policy holds the SLO then; raise `max` to at least {oracle.peak}, or read "
+                "the misses as the bound's"
+            )
+        return lines
 
     def rollout_lines(self) -> list[str]:
         """One line per rolling replacement of the run, for the console."""

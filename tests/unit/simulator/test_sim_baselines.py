@@ -66,6 +66,13 @@ def test_oracle_is_never_above_static(setup) -> None:
     assert agents_need[75] >= agents_need[10]
 
 
+def test_the_oracle_reports_its_busiest_minute(setup) -> None:
+    w, models = setup
+    for name in ("chat", "agents"):
+        assert oracle(w, models[name]).peak == static_count(w, models[name]), name
+    assert oracle(w, models["jobs"]).peak is None  # a batch tier's tasks may wait: no minute must be met at once
+
+
 def test_batch_oracle_is_the_task_seconds_over_concurrency(setup) -> None:
     w, models = setup
     jobs = models["jobs"]

@@ -57,6 +57,17 @@ def test_totals_and_ratios() -> None:
     assert d["tiers"]["chat"]["baselines"]["reactive"]["slo_attainment"] == 0.95
 
 
+def test_a_max_below_the_oracles_busiest_minute_is_a_warning() -> None:
+    report = _report()
+    report.baselines["chat"]["oracle"] = BaselineOutcome("oracle", 40.0, 16.7, None, peak=12)
+    assert report.bound_warnings({"chat": 12, "jobs": 1}) == []  # at the peak: reachable
+    (line,) = report.bound_warnings({"chat": 11, "jobs": 1})  # jobs' oracle has no peak: nothing to say
+    assert "tier chat" in line and "12 instances" in line and "max of 11" in line and "raise `max`" in line
+    report.warnings = [line]
+    assert report.to_dict()["warnings"] == [line]
+    assert "warnings" not in _report().to_dict()
+
+
 def test_tables_fit_100_columns_and_the_plot_is_a_png(tmp_path: Path) -> None:
     report = _report()
     report.tiers["support-daytime"] = report.tiers.pop("chat")  # a realistic name, 15 characters
