@@ -46,6 +46,7 @@ def learned_capacity(tier: TierSpec, state: PolicyState) -> dict[str, Any] | Non
         "stabilization_s": hysteresis.window(rules, state.learned),
         "stabilization_configured_s": rules.stabilization,
         "ttft_target_s": rules.ttft_target,
+        "ttft_quantile": rules.ttft_quantile,  # the TTFT quantile held within the target
         "why": cap.text,
         "observations": [{"load_per_instance": x, "breached_share": b} for x, b in summary(state.learned)],
     }

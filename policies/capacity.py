@@ -262,3 +262,8 @@ def observe_fast_rate(learned: Mapping[str, float], *, now: float, arrivals: flo
 
 def fast_rate(learned: Mapping[str, float]) -> float | None:
     return learned.get(_FAST)
+
+
+def last_tick(learned: Mapping[str, float]) -> float | None:
+    """When the previous tick's arrivals were counted (``observe_fast_rate``)."""
+    return learned.get(_FAST_T)

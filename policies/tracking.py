@@ -1,11 +1,12 @@
 """Target tracking (``mode: target``, the default of min-floor and of predictive's reactive part).
 
 need = ceil(load ÷ (capacity per instance × target utilisation)), with load = requests in flight
-(policies/load.py) and capacity from policies/capacity.py. Then, the way Kubernetes' HPA behaves:
+(policies/load.py) at the window's rate, or at a recent or burst rate when higher (policies/burst.py),
+and capacity from policies/capacity.py. Then, the way Kubernetes' HPA behaves:
 
-- scale out in the tick the need exceeds the count, straight to the need; a TTFT breach (p95 over the
-  target) with no instance on its way adds what the measured excess (requests waiting) needs, at least one;
-  no scale-in while TTFT breaches;
+- scale out in the tick the need exceeds the count, straight to the need; a TTFT breach (the held
+  quantile, ``ttft_quantile``, p99 by default, over the target) with no instance on its way adds what the
+  measured excess (requests waiting) needs, at least one; no scale-in while TTFT breaches;
 - scale in only to the highest need over the last ``stabilization`` seconds (a need recorded 4m59s ago
   still counts with a 5m window; one from 5m01s ago does not), and only once a full window of known load
   has been seen; at most ``scale_in_max_fraction`` of the fleet per ``scale_in_period``. The needs kept for
@@ -20,11 +21,13 @@ import math
 from dataclasses import replace
 
 from policies import hysteresis
+from policies.burst import burst_rate
 from policies.capacity import (
     SMALL_FLEET,
     CapacityEstimate,
     estimate,
     fast_rate,
+    last_tick,
     observe,
     observe_fast_rate,
     observe_service_time,
@@ -34,7 +37,7 @@ from policies.capacity import (
 from policies.common import ceil_count, dur, latency, num
 from policies.load import Load, computed_tokens, load_of, offered, rate_text
 from policies.spec import ReactiveRules
-from policies.types import Decision, PolicyInput, PolicyState
+from policies.types import Decision, PolicyInput, PolicyState, Signals
 
 DRAIN_S = 120.0  # a backlog met by a breach is served within about one boot
 KNOWN = "load_known"  # since when the load has been known without a gap
@@ -49,9 +52,16 @@ def capacity_for(rules: ReactiveRules, inp: PolicyInput, state: PolicyState) -> 
     return estimate(state.learned, prior, learn=rules.learn_capacity)
 
 
+def tail_ttft(rules: ReactiveRules, signals: Signals) -> tuple[float | None, str]:
+    """The TTFT quantile the tier is held to (``ttft_quantile``) and its name; p95 where no p99 is given."""
+    if rules.ttft_quantile >= 0.99 and signals.ttft_p99_s is not None:
+        return signals.ttft_p99_s, "p99"
+    return signals.ttft_p95_s, "p95"
+
+
 def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load) -> PolicyState:
     signals = inp.signals
-    tail = signals.ttft_p95_s
+    tail, _ = tail_ttft(rules, signals)
     learned = observe_service_time(
         observe_fast_rate(inp.state.learned, now=inp.now, arrivals=signals.arrivals),
         now=inp.now,
@@ -94,6 +104,7 @@ def _since(state: PolicyState, name: str, now: float | None) -> PolicyState:
 def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     now, current = inp.now, inp.current
     load = load_of(inp.signals)
+    previous = last_tick(inp.state.learned)
     state = _learn(rules, inp, load)
     fast = fast_rate(state.learned)
     arriving = bool(load.rate) or bool(inp.signals.arrivals)
@@ -101,6 +112,10 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
         # The last few ticks run ahead of the reading window. Not once nothing arrives in the window or in
         # this tick: the decaying average's tail would keep an idle tier busy for minutes.
         load = replace(load, rate=fast)
+    burst = burst_rate(inp.signals.arrivals, None if previous is None else now - previous)
+    bursting = load.rate is not None and burst is not None and burst > load.rate
+    if bursting:
+        load = replace(load, rate=burst)  # a burst within the window (policies/burst.py)
     cap = capacity_for(rules, inp, state)
     if cap is None or not load.known:
         state = replace(state.with_condition(KNOWN, False, now).with_condition(IDLE, False, now), needs=())
@@ -119,18 +134,20 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     assert asked is not None
     need = _small_fleet(rules, state, cap, asked, max(floor, ceil_count(asked / per)), current)
     basis = _basis(load, cap, svc, rules.target_utilization)
+    if bursting:
+        basis += f" (a burst: {num(round(inp.signals.arrivals or 0))} arrivals this tick)"
     state = state.with_condition(KNOWN, True, now).with_condition(IDLE, load.idle, now)
     keep = max(floor, ceil_count(asked * (1 + rules.tolerance) / per))
     keep = _small_fleet(rules, state, cap, asked * (1 + rules.tolerance), keep, current)
-    compute = _compute_need(rules, inp)
+    compute = _compute_need(rules, inp, _rate_factor(load, inp.signals))
     if compute is not None:  # two limits, like an HPA with two metrics: the larger need wins
         fraction, compute_text = compute
         by_compute = max(floor, ceil_count(fraction))
         if by_compute > need:
             basis, need = f"{basis} → {need}; {compute_text}", by_compute
         keep = max(keep, ceil_count(fraction * (1 + rules.tolerance)))
-    p95 = inp.signals.ttft_p95_s
-    breached = p95 is not None and p95 > rules.ttft_target
+    tail, _ = tail_ttft(rules, inp.signals)
+    breached = tail is not None and tail > rules.ttft_target
     state = replace(state, learned=hysteresis.observe(rules, state.learned, now, breached))
     span = hysteresis.window(rules, state.learned)
     state = _window(state, now, keep, span)
@@ -174,18 +191,30 @@ def _small_fleet(
     return need
 
 
-def _compute_need(rules: ReactiveRules, inp: PolicyInput) -> tuple[float, str] | None:
+def _rate_factor(load: Load, signals: Signals) -> float:
+    """How far the rate the policy sizes for (a recent or burst rate) runs above the window's: the token
+    rate, read over the same window, scales by as much."""
+    window = signals.request_rate
+    if load.rate is None or not window or load.rate <= window:
+        return 1.0
+    return load.rate / window
+
+
+def _compute_need(rules: ReactiveRules, inp: PolicyInput, factor: float = 1.0) -> tuple[float, str] | None:
     """Instances the token rate needs at the engine's compute per instance (``inp.compute_prior``), as a
     fraction (the caller rounds, with its tolerance for keeping): long prompts run out of prefill compute
-    long before they fill the sequence slots the in-flight capacity counts."""
+    long before they fill the sequence slots the in-flight capacity counts. ``factor``: the arrival rate
+    sized for over the window's (a burst), which the tokens follow."""
     tokens = computed_tokens(inp.signals)
     if tokens is None or not inp.compute_prior:
         return None
     per = inp.compute_prior * rules.target_utilization
+    scaled = f" × {factor:.1f}" if factor > 1 else ""  # the window's tokens at this tick's rate
     text = (
-        f"compute {num(round(tokens / 1000, 1))}k tokens/s ÷ ({num(round(inp.compute_prior / 1000, 1))}k × "
-        f"{rules.target_utilization:g})"
+        f"compute {num(round(tokens / 1000, 1))}k tokens/s{scaled} ÷ ({num(round(inp.compute_prior / 1000, 1))}k"
+        f" × {rules.target_utilization:g})"
     )
+    tokens *= factor
     return tokens / per, text
 
 
@@ -207,10 +236,10 @@ def _breach(rules: ReactiveRules, inp: PolicyInput, per: float, need: int, svc: 
     unless instances are already on their way (their capacity is the answer to the same symptom). The
     waiting requests are a backlog, not a steady load: with a known service time they need the instances
     that serve them within ``DRAIN_S`` (per-instance rate × DRAIN_S each), else one slot each."""
-    p95 = inp.signals.ttft_p95_s
-    if p95 is None or p95 <= rules.ttft_target:
+    tail, quantile = tail_ttft(rules, inp.signals)
+    if tail is None or tail <= rules.ttft_target:
         return None
-    text = f"TTFT p95 {latency(p95)} > {latency(rules.ttft_target)}"
+    text = f"TTFT {quantile} {latency(tail)} > {latency(rules.ttft_target)}"
     if inp.booting > 0:
         return need, f"{text}, {inp.booting} instance(s) still booting"
     waiting = inp.signals.requests_waiting

@@ -155,6 +155,18 @@ def test_a_ttft_breach_the_load_does_not_explain_adds_what_the_waiting_requests_
     assert "TTFT p95 900ms > 500ms with 170 waiting: +2" in decision.reason
 
 
+def test_the_tail_held_is_p99_by_default_and_p95_stands_in_where_no_p99_is_given() -> None:
+    # p95 within the target, p99 over it: 1-5% of the window missed, which a 99.5% SLO cannot afford
+    decision = runner(current=10).tick(0, **vllm(800, waiting=170, ttft_p95_s=0.3, ttft_p99_s=0.9))
+    assert decision.desired == 12 and "TTFT p99 900ms > 500ms with 170 waiting: +2" in decision.reason
+    within = runner(current=10).tick(0, **vllm(800, waiting=170, ttft_p95_s=0.3, ttft_p99_s=0.5))
+    assert within.desired == 10  # at the target exactly: held
+    only_p95 = runner(current=10).tick(0, **vllm(800, waiting=170, ttft_p95_s=0.9, ttft_p99_s=None))
+    assert only_p95.desired == 12 and "TTFT p95 900ms" in only_p95.reason
+    p95_held = runner(current=10, ttft_quantile=0.95).tick(0, **vllm(800, waiting=170, ttft_p95_s=0.3, ttft_p99_s=0.9))
+    assert p95_held.desired == 10  # `ttft_quantile: 0.95` holds p95 only
+
+
 def test_a_breach_adds_nothing_while_instances_boot() -> None:
     run = runner(current=10)
     decision = run.tick(0, booting=2, **vllm(800, waiting=170, ttft_p95_s=0.9))
@@ -175,10 +187,35 @@ def test_the_last_ticks_arrivals_lead_the_reading_window() -> None:
     run = runner(current=2)
     for t in range(0, 120, 10):
         run.tick(t, **vllm(100), request_rate=40, arrivals=400)
-    for t in (120, 130, 140, 150):  # a spike: the windowed rate has barely moved, the per-tick arrivals have
-        decision = run.tick(t, **vllm(100), request_rate=45, arrivals=1600)
-    # 30 s half-life: 40 → 64.7 → 84.3 → 99.9 → 112.3 req/s; × 2.5 s = 281 in flight ÷ 85 → 4
-    assert decision.desired == 4
+    decision = run.tick(120, **vllm(100), request_rate=45, arrivals=1600)  # the window has barely moved
+    # The tick's own count: 1,600 in 10 s is at least (1600 − 2·40) / 10 = 152 req/s beyond chance;
+    # × 2.5 s = 380 in flight ÷ 85 → 5, in the spike's first tick
+    assert decision.desired == 5
+    assert "load 152 req/s ÷ (40 req/s × 0.85) (a burst: 1600 arrivals this tick) → 5" in decision.reason
+
+
+@pytest.mark.parametrize(("arrivals", "burst"), [(430, None), (470, "42.7 req/s")])
+def test_a_tick_counts_as_a_burst_only_beyond_poisson_noise(arrivals: int, burst: str | None) -> None:
+    """At 40 req/s a 10-s tick counts 400 ± 20: 430 is chance (its low edge, 38.9 req/s, is under the
+    window's rate) and is no burst; 470 is a burst of at least (470 − 2·21.7) / 10 = 42.7 req/s."""
+    run = runner(current=2)
+    for t in range(0, 120, 10):
+        run.tick(t, **vllm(100), request_rate=40, arrivals=400)
+    decision = run.tick(120, **vllm(100), request_rate=40, arrivals=arrivals)
+    if burst is None:
+        assert "a burst" not in decision.reason
+    else:
+        assert f"load {burst} ÷" in decision.reason and f"(a burst: {arrivals} arrivals this tick)" in decision.reason
+
+
+def test_a_burst_scales_the_compute_need_by_as_much_as_the_rate() -> None:
+    run = Runner(spec(**PLAIN), bounds=Bounds(min=1, max=40), current=2, compute_prior=100_000)
+    for t in range(0, 120, 10):
+        run.tick(t, **vllm(10), request_rate=10, arrivals=100, prompt_tokens_rate=150_000)
+    decision = run.tick(120, **vllm(10), request_rate=10, arrivals=400, prompt_tokens_rate=150_000)
+    # 400 in 10 s: ≥ 36 req/s, 3.6× the window's 10: 150k tokens/s × 3.6 ÷ (100k × 0.85) → 7 (2 without)
+    assert decision.desired == 7
+    assert "compute 150k tokens/s × 3.6 ÷ (100k × 0.85)" in decision.reason
 
 
 def test_threshold_settings_without_threshold_mode_are_refused() -> None:
