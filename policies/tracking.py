@@ -24,6 +24,7 @@ from policies import hysteresis
 from policies.burst import burst_rate
 from policies.capacity import (
     SMALL_FLEET,
+    TOO_LITTLE,
     CapacityEstimate,
     estimate,
     fast_rate,
@@ -152,7 +153,8 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     span = hysteresis.window(rules, state.learned)
     state = _window(state, now, keep, span)
 
-    breach = _breach(rules, inp, per, need, svc)
+    busy = max(asked / per, compute[0] if compute is not None else 0.0)  # instances' worth of work
+    breach = _breach(rules, inp, per, need, svc, busy)
     if breach is not None and breach[0] > need:
         need_out, breach_text = breach
     else:
@@ -231,11 +233,19 @@ def _basis(load: Load, cap: CapacityEstimate, svc: float | None, utilisation: fl
     )
 
 
-def _breach(rules: ReactiveRules, inp: PolicyInput, per: float, need: int, svc: float | None) -> tuple[int, str] | None:
+def _breach(
+    rules: ReactiveRules, inp: PolicyInput, per: float, need: int, svc: float | None, busy: float
+) -> tuple[int, str] | None:
     """A TTFT breach the load figures do not explain: add what the requests waiting need (at least one),
     unless instances are already on their way (their capacity is the answer to the same symptom). The
     waiting requests are a backlog, not a steady load: with a known service time they need the instances
-    that serve them within ``DRAIN_S`` (per-instance rate × DRAIN_S each), else one slot each."""
+    that serve them within ``DRAIN_S`` (per-instance rate × DRAIN_S each), else one slot each.
+
+    Nothing waiting while the fleet runs under a fifth of its capacity (``busy``: instances' worth of work,
+    requests in flight or compute, whichever is more, at this tick's burst rate) is no shortage: a few slow requests
+    (a long prompt, a cold cache) breach a quiet window's tail at any fleet size, and an instance added per
+    breach only grows a night's fleet without end. It holds (no scale-in while TTFT breaches) and adds
+    nothing."""
     tail, quantile = tail_ttft(rules, inp.signals)
     if tail is None or tail <= rules.ttft_target:
         return None
@@ -245,6 +255,12 @@ def _breach(rules: ReactiveRules, inp: PolicyInput, per: float, need: int, svc: 
     waiting = inp.signals.requests_waiting
     if waiting is None:
         waiting = inp.signals.queue_depth or 0.0
+    ready = inp.current - inp.booting
+    if waiting == 0 and ready > 0 and busy < TOO_LITTLE * ready:
+        return (
+            need,
+            f"{text} with nothing waiting, the fleet under {TOO_LITTLE:.0%} busy: slow requests, not too few instances",
+        )
     per_backlog = per if svc is None else per / svc * DRAIN_S
     extra = max(1, ceil_count(waiting / per_backlog))
     return max(need, inp.current) + extra, f"{text} with {num(round(waiting))} waiting: +{extra}"

@@ -167,6 +167,21 @@ def test_the_tail_held_is_p99_by_default_and_p95_stands_in_where_no_p99_is_given
     assert p95_held.desired == 10  # `ttft_quantile: 0.95` holds p95 only
 
 
+@pytest.mark.parametrize(("in_flight", "expected"), [(169, 10), (170, 11)])
+def test_a_breach_with_nothing_waiting_on_a_quiet_fleet_is_slow_requests_not_too_few_instances(
+    in_flight: int, expected: int
+) -> None:
+    """10 instances × 85 = 850 in flight at the target utilisation; a fifth of it is 170. Under it, with
+    nothing waiting, a breach adds nothing (and holds); at it, the breach adds one as before."""
+    run = runner(current=10)
+    decision = run.tick(0, **vllm(in_flight, ttft_p95_s=0.3, ttft_p99_s=0.9))
+    assert decision.desired == expected
+    if expected == 10:
+        assert "nothing waiting, the fleet under 20% busy: slow requests, not too few instances → hold 10" in (
+            decision.reason
+        )
+
+
 def test_a_breach_adds_nothing_while_instances_boot() -> None:
     run = runner(current=10)
     decision = run.tick(0, booting=2, **vllm(800, waiting=170, ttft_p95_s=0.9))
