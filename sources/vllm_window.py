@@ -92,7 +92,7 @@ class VllmWindow:
             prefix_cache_hit_rate=_prefix_hit_rate(histories),
             preemptions=_sum(_increase(h, lambda s: s.preemptions) for h in histories),
             request_rate=_sum(_rate(h) for h in histories),
-            arrivals=_sum(_arrivals(h) for h in histories),
+            arrivals=_arrivals_over_one_interval(histories),
             prompt_tokens_rate=_sum(_counter_rate(h, lambda s: s.prompt_tokens) for h in histories),
             generation_tokens_rate=_sum(_counter_rate(h, lambda s: s.generation_tokens) for h in histories),
             endpoints_answering=len(histories),
@@ -144,6 +144,23 @@ def _arrivals(history: Sequence[VllmSnapshot]) -> float | None:
         return None
     in_system_growth = (after.waiting or 0) + (after.running or 0) - (before.waiting or 0) - (before.running or 0)
     return max(0.0, finished + in_system_growth)
+
+
+def _arrivals_over_one_interval(histories: Sequence[Sequence[VllmSnapshot]]) -> float | None:
+    """Arrivals over the last scrape interval, summed over the endpoints. An endpoint whose previous scrape
+    was missed counts over two intervals or more: it counts at its rate over that span, times the
+    shortest last interval among the endpoints (one tick's), so that a missed scrape reads as what it is,
+    not as a burst (policies/burst.py sizes for a tick's arrivals)."""
+    counted = [
+        (arrived, h[-1].read_at - h[-2].read_at)
+        for h in histories
+        if len(h) >= 2 and (arrived := _arrivals(h)) is not None
+    ]
+    spans = [span for _, span in counted if span > 0]
+    if not spans:
+        return None
+    one = min(spans)  # endpoints with no count yet (one scrape) are left out, as by the other figures
+    return sum(arrived * one / span if span > 0 else arrived for arrived, span in counted)
 
 
 def _prefix_hit_rate(histories: Sequence[Sequence[VllmSnapshot]]) -> float | None:

@@ -154,6 +154,22 @@ def test_arrivals_are_finished_plus_growth_of_the_queue() -> None:
     assert window.figures(["a"]).arrivals == 0.0
 
 
+def test_an_endpoint_with_a_missed_scrape_counts_one_intervals_arrivals_not_two() -> None:
+    def s(at: float, successes: float) -> VllmSnapshot:
+        ttft = Histogram((0.1, float("inf")), (successes, successes), 0.0)
+        return VllmSnapshot(read_at=at, successes=successes, waiting=0, running=0, ttft=ttft)
+
+    window = VllmWindow(60.0)
+    for at, a, b in ((0.0, 0, 0), (5.0, 10, 10), (10.0, 20, None), (15.0, 30, 30)):
+        window.add("a", s(at, a))
+        if b is not None:
+            window.add("b", s(at, b))
+    # a: 10 in its last 5 s; b missed the 10 s scrape: 20 over 10 s, 10 per 5 s. 20 in one tick, not 30.
+    assert window.figures(["a", "b"]).arrivals == 20
+    window.add("c", s(15.0, 0))  # a new endpoint with one scrape: no count of its own yet, left out
+    assert window.figures(["a", "b", "c"]).arrivals == 20
+
+
 def test_prefix_cache_hit_rate_from_counters_and_from_the_old_gauge() -> None:
     window = VllmWindow(60.0)
     window.add("a", snap("new_1", 0.0))
