@@ -211,7 +211,7 @@ def _compute_need(rules: ReactiveRules, inp: PolicyInput, factor: float = 1.0) -
     if tokens is None or not inp.compute_prior:
         return None
     per = inp.compute_prior * rules.target_utilization
-    scaled = f" × {factor:.1f}" if factor > 1 else ""  # the window's tokens at this tick's rate
+    scaled = f" × {factor:.1f}" if round(factor, 1) > 1 else ""  # the window's tokens at this tick's rate
     text = (
         f"compute {num(round(tokens / 1000, 1))}k tokens/s{scaled} ÷ ({num(round(inp.compute_prior / 1000, 1))}k"
         f" × {rules.target_utilization:g})"
