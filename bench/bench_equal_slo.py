@@ -9,8 +9,10 @@ hold far less of the SLO there, so "cheaper at equal or better SLO" cannot be re
 controller runs once with default settings. Each peer then runs with its main knob scaled by each factor
 in turn, until it first holds at least our SLO. The knobs are SkyServe's target qps per replica and the
 KEDA/HPA target of running requests per replica; a lower target means more replicas. The output is the
-cost of the cheapest peer setting that holds our SLO, and ours ÷ that. A peer that never gets there
-within the factors is reported as such, with the best SLO it reached.
+cost of the cheapest peer setting that holds our SLO, and ours ÷ that: after the first factor that holds,
+``--refine`` bisections (3) between it and the last one that did not find a cheaper setting that still
+holds (a coarse grid overstates our lead). A peer that never gets there within the factors is reported
+as such, with the best SLO it reached.
 """
 
 from __future__ import annotations
@@ -62,6 +64,32 @@ def peer_runner(peer: str, workload: Workload, models: Mapping[str, TierModel], 
     return run
 
 
+def _trial(peer: str, run: Run, factor: float) -> tuple[float, float | None]:
+    started = time.perf_counter()
+    cost, slo = run(factor)
+    print(f"  {peer:<8} target × {factor:<6.4g} {100 * (slo or 0):6.2f}% SLO  ${cost:,.0f}  "
+          f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
+    return cost, slo
+
+
+def _refine(
+    peer: str, run: Run, target: float, failed: float, held: float, cost: float, steps: int
+) -> tuple[float, float]:
+    """Bisect between a factor that missed our SLO and one that held it: the coarse grid's first hold can
+    overshoot our SLO by a quarter point and overstate our lead. Returns the largest (cheapest) factor
+    seen to hold, with its cost. The SLO need not be monotone in the factor: a heuristic, printed in full."""
+    for _ in range(steps):
+        middle = round((failed + held) / 2, 4)
+        if middle in (failed, held):
+            break
+        middle_cost, slo = _trial(peer, run, middle)
+        if slo is not None and slo >= target:
+            held, cost = middle, middle_cost
+        else:
+            failed = middle
+    return held, cost
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scenario", choices=sorted(SCENARIOS))
@@ -69,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hours", type=float, default=None)
     parser.add_argument("--peers", default="skyserve,reactive")
     parser.add_argument("--factors", default="1,0.85,0.7,0.6,0.5,0.4,0.33,0.25")
+    parser.add_argument("--refine", type=int, default=3, help="bisections between the last miss and the first hold")
     args = parser.parse_args(argv)
     tiers_file, workload_file = SCENARIOS[args.scenario]
     config, text = load_config(EXAMPLES / tiers_file)
@@ -90,17 +119,18 @@ def main(argv: list[str] | None = None) -> int:
     for peer in args.peers.split(","):
         run = peer_runner(peer, workload, serving, cfg)
         best: tuple[float, float, float | None] | None = None  # (factor, cost, SLO) of the best SLO seen
+        failed: float | None = None  # the last factor that did not hold our SLO
         for factor in (float(f) for f in args.factors.split(",")):
-            started = time.perf_counter()
-            cost, slo = run(factor)
-            print(f"  {peer:<8} target × {factor:<5g} {100 * (slo or 0):6.2f}% SLO  ${cost:,.0f}  "
-                  f"({time.perf_counter() - started:.0f} s)")  # fmt: skip
+            cost, slo = _trial(peer, run, factor)
             if best is None or (slo or 0) > (best[2] or 0):
                 best = (factor, cost, slo)
             if slo is not None and slo >= target:
+                if failed is not None:  # between a factor that failed and this one: bisect for the cheapest
+                    factor, cost = _refine(peer, run, target, failed, factor, cost, args.refine)
                 print(f"  {peer}: holds our SLO at target × {factor:g} for ${cost:,.0f}: ours ÷ it = "
                       f"{our.cost / cost:.2f}×")  # fmt: skip
                 break
+            failed = factor
         else:
             assert best is not None
             print(f"  {peer}: never held {100 * target:.2f}% within the factors; best {100 * (best[2] or 0):.2f}% "
