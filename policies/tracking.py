@@ -60,9 +60,8 @@ def tail_ttft(rules: ReactiveRules, signals: Signals) -> tuple[float | None, str
     return signals.ttft_p95_s, "p95"
 
 
-def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load) -> PolicyState:
+def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load, tail: float | None) -> PolicyState:
     signals = inp.signals
-    tail, _ = tail_ttft(rules, signals)
     learned = observe_service_time(
         observe_fast_rate(inp.state.learned, now=inp.now, arrivals=signals.arrivals),
         now=inp.now,
@@ -106,7 +105,8 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     now, current = inp.now, inp.current
     load = load_of(inp.signals)
     previous = last_tick(inp.state.learned)
-    state = _learn(rules, inp, load)
+    tail = tail_ttft(rules, inp.signals)  # read once: learning, the window's harm rule and the breach rule
+    state = _learn(rules, inp, load, tail[0])
     fast = fast_rate(state.learned)
     arriving = bool(load.rate) or bool(inp.signals.arrivals)
     if load.rate is not None and fast is not None and fast > load.rate and arriving:
@@ -147,14 +147,13 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
         if by_compute > need:
             basis, need = f"{basis} → {need}; {compute_text}", by_compute
         keep = max(keep, ceil_count(fraction * (1 + rules.tolerance)))
-    tail, _ = tail_ttft(rules, inp.signals)
-    breached = tail is not None and tail > rules.ttft_target
+    breached = tail[0] is not None and tail[0] > rules.ttft_target
     state = replace(state, learned=hysteresis.observe(rules, state.learned, now, breached))
     span = hysteresis.window(rules, state.learned)
     state = _window(state, now, keep, span)
 
     busy = max(asked / per, compute[0] if compute is not None else 0.0)  # instances' worth of work
-    breach = _breach(rules, inp, per, need, svc, busy)
+    breach = _breach(rules, inp, per, need, svc, busy, tail)
     if breach is not None and breach[0] > need:
         need_out, breach_text = breach
     else:
@@ -234,7 +233,13 @@ def _basis(load: Load, cap: CapacityEstimate, svc: float | None, utilisation: fl
 
 
 def _breach(
-    rules: ReactiveRules, inp: PolicyInput, per: float, need: int, svc: float | None, busy: float
+    rules: ReactiveRules,
+    inp: PolicyInput,
+    per: float,
+    need: int,
+    svc: float | None,
+    busy: float,
+    tail: tuple[float | None, str],
 ) -> tuple[int, str] | None:
     """A TTFT breach the load figures do not explain: add what the requests waiting need (at least one),
     unless instances are already on their way (their capacity is the answer to the same symptom). The
@@ -246,17 +251,16 @@ def _breach(
     (a long prompt, a cold cache) breach a quiet window's tail at any fleet size, and an instance added per
     breach only grows a night's fleet without end. It holds (no scale-in while TTFT breaches) and adds
     nothing."""
-    tail, quantile = tail_ttft(rules, inp.signals)
-    if tail is None or tail <= rules.ttft_target:
+    value, quantile = tail  # tail_ttft's
+    if value is None or value <= rules.ttft_target:
         return None
-    text = f"TTFT {quantile} {latency(tail)} > {latency(rules.ttft_target)}"
+    text = f"TTFT {quantile} {latency(value)} > {latency(rules.ttft_target)}"
     if inp.booting > 0:
         return need, f"{text}, {inp.booting} instance(s) still booting"
     waiting = inp.signals.requests_waiting
     if waiting is None:
         waiting = inp.signals.queue_depth or 0.0
-    ready = inp.current - inp.booting
-    if waiting == 0 and ready > 0 and busy < TOO_LITTLE * ready:
+    if waiting == 0 and inp.current > 0 and busy < TOO_LITTLE * inp.current:  # none booting: all are ready
         return (
             need,
             f"{text} with nothing waiting, the fleet under {TOO_LITTLE:.0%} busy: slow requests, not too few instances",
