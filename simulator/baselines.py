@@ -82,7 +82,7 @@ def need_timeline(
     source = TraceSource(model.name, load, workload, model.profile) if isinstance(load, TraceLoad) else (
         PoissonSource(model.name, load, workload, model.profile))  # fmt: skip
     assert isinstance(load, PoissonLoad | TraceLoad)
-    times = source.arrivals(0.0, workload.duration).col(0)
+    times = source.arrival_times(0.0, workload.duration)
     # Poisson arrivals are what the capacity probe sent: the minute's rate sizes the minute. A trace bursts
     # within the minute far beyond Poisson at its mean: each minute is sized for its busiest BURST_WINDOW_S
     # (a burst that long over capacity costs the minute's SLO at a sub-second TTFT target).

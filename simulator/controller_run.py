@@ -17,7 +17,6 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import multiprocessing
-import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -30,6 +29,7 @@ from clocks import FakeClock
 from controller.reconciler.decide import bounds_for
 from controller.reconciler.loop import Reconciler
 from controller.store.db import make_engine
+from controller.store.live_rows import write_pattern
 from controller.store.models import Base
 from controller.store.repository import Store
 from domain.instance import Instance, InstanceState
@@ -180,7 +180,7 @@ class TableWrites:
     DELETE statement the store runs, whichever session or repository function issues it."""
 
     def __init__(self, engine: Engine, table: str) -> None:
-        self._pattern = re.compile(rf"^\s*(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+\W?{re.escape(table)}\b", re.I)
+        self._pattern = write_pattern(table)
         self._written = True  # nothing read yet
         event.listen(engine, "before_cursor_execute", self._seen)
 

@@ -26,7 +26,7 @@ def plot_report(report: Report, path: Path, frame: PlotFrame) -> Path:
     names = list(report.tiers)
     fig, axes = plt.subplots(len(names), 2, figsize=(13, 3.4 * len(names) + 0.6), squeeze=False)
     for row, name in enumerate(names):
-        series = report.timelines.get(name, {})
+        series = report.series().get(name, {})
         if not series:
             continue
         clock = _clock(series["t"], frame.start_epoch, zone)

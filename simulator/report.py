@@ -5,9 +5,10 @@ Three renderings: a dict (JSON), a rich table, and a PNG of load, capacity and T
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, tzinfo
 from pathlib import Path
@@ -55,6 +56,13 @@ def _q(values: np.ndarray, q: float) -> float | None:
     return float(np.quantile(values, q)) if values.shape[0] else None
 
 
+def _qs(values: np.ndarray, *qs: float) -> list[float | None]:
+    """Quantiles from one partial sort of the values (a day's TTFTs are millions)."""
+    if not values.shape[0]:
+        return [None] * len(qs)
+    return [float(x) for x in np.quantile(values, qs)]
+
+
 def outcomes(fleet: Fleet, duration_s: float) -> dict[str, TierOutcome]:
     """Per-tier outcomes of a finished run."""
     out = {}
@@ -86,9 +94,11 @@ def outcomes(fleet: Fleet, duration_s: float) -> dict[str, TierOutcome]:
         met = int((ttft <= target).sum())
         # Requests still without a first token at the end count as misses once past the target.
         overdue = int((duration_s - serving.awaiting_first_token() > target).sum())
+        ttft_p50, ttft_p95, ttft_p99 = _qs(ttft, 0.5, 0.95, 0.99)
+        e2e_p50, e2e_p95 = _qs(e2e, 0.5, 0.95)
         out[name] = TierOutcome(
             name, "serving", srec.arrivals, target, met, ttft.shape[0] + overdue,
-            _q(ttft, 0.5), _q(ttft, 0.95), _q(ttft, 0.99), _q(e2e, 0.5), _q(e2e, 0.95), None, None,
+            ttft_p50, ttft_p95, ttft_p99, e2e_p50, e2e_p95, None, None,
             cost, gpu_hours, meter.peak_ready, meter.interruptions, srec.retries, 0,
         )  # fmt: skip
     return out
@@ -144,6 +154,16 @@ class Report:
     timelines: dict[str, dict[str, Any]] = field(default_factory=dict)  # tier -> series arrays (for the plot)
     rollouts: list[RolloutOutcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # what makes the run's SLO unreachable for any policy
+    # What computes the timelines when a plot first asks (``series``): sorting a day's TTFTs by minute costs
+    # seconds that a search's trials, which never plot, need not pay.
+    timelines_from: Callable[[], dict[str, dict[str, Any]]] | None = field(default=None, repr=False, compare=False)
+
+    def series(self) -> dict[str, dict[str, Any]]:
+        """The per-tier series for the plot, computed on first use."""
+        if self.timelines_from is not None:
+            self.timelines.update(self.timelines_from())
+            self.timelines_from = None
+        return self.timelines
 
     def total(self) -> dict[str, Any]:
         tiers = list(self.tiers.values())
@@ -335,5 +355,5 @@ def build_report(
         duration_s=duration_s,
         tiers=outcomes(fleet, duration_s),
         baselines={k: dict(v) for k, v in (baselines or {}).items()},
-        timelines=timelines(fleet),
+        timelines_from=functools.partial(timelines, fleet),
     )

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from controller.store.db import make_sessionmaker
 from controller.store.history import FailureHistory, failure_history
 from controller.store.instances import LIVE_STATES, live_groups_query
+from controller.store.live_rows import LiveRowsCache
 from controller.store.models import (
     ConfigVersion,
     DecisionRecord,
@@ -80,14 +81,16 @@ class NoticeMismatch(ValueError):
 
 class Store:
     def __init__(self, engine: Engine, *, sole_writer: bool = False):
-        """``sole_writer``: nothing but this object writes the configuration and rollout controls (the
-        simulator's private database), so they are read once and kept until it changes them itself. The
+        """``sole_writer``: nothing but this object writes the database (the simulator's private one), so
+        the configuration and rollout controls are read once and kept until it changes them itself, and the
+        live instance rows until a write to them (``LiveRowsCache``). The
         daemon's store is not: `scalectl apply` and `scalectl rollout` write from other processes."""
         self.engine = engine
         self.sessions: sessionmaker[Session] = make_sessionmaker(engine)
         self.sole_writer = sole_writer
         self._config_cache: tuple[int | None, FleetConfig | None] | None = None
         self._rollouts_cache: dict[str, RolloutControl] | None = None
+        self._live_rows = LiveRowsCache(engine) if sole_writer else None  # the instance rows between ticks
 
     # ---- configuration ---------------------------------------------------------------------------
     # One stored form (the text of each applied version), one read route (``fleet_config``, parsed once
@@ -182,7 +185,7 @@ class Store:
     # ---- instances -------------------------------------------------------------------------------
     def unit_of_work(self) -> UnitOfWork:
         """A session with the repositories on it; nothing is stored until ``commit``."""
-        return UnitOfWork(self.sessions)
+        return UnitOfWork(self.sessions, self._live_rows)
 
     def instances(
         self, tier: str | None = None, *, include_ended: bool = False, limit: int = 1000

@@ -6,13 +6,15 @@ next tick retries under the same key instead of a machine nobody knows."""
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert, update
+from sqlalchemy import Insert, Table, Update, bindparam, insert, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from controller.store.instances import InstanceRepository
+from controller.store.live_rows import LiveRowsCache
 from controller.store.models import DecisionRecord, EventRecord, PolicyStateRecord, TierRequestsRecord
 from domain.instance import InstanceEvent
 from policies.types import PolicyState
@@ -21,15 +23,16 @@ log = logging.getLogger("scalectl.reconciler")
 
 
 class UnitOfWork:
-    def __init__(self, sessions: sessionmaker[Session]):
+    def __init__(self, sessions: sessionmaker[Session], live_rows: LiveRowsCache | None = None):
         self._sessions = sessions
+        self._live_rows = live_rows
         self._session: Session | None = None
         self._instances: InstanceRepository | None = None
         self._wrote = False  # a statement of this class's own (policy state, request counts) since the last commit
 
     def __enter__(self) -> UnitOfWork:
         self._session = self._sessions()
-        self._instances = InstanceRepository(self._session)
+        self._instances = InstanceRepository(self._session, self._live_rows)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -90,21 +93,60 @@ class UnitOfWork:
 
     def add_requests(self, tier: str, minute: int, requests: float) -> None:
         """A finished minute of the tier's request count (added to, when a restarted daemon wrote part of it)."""
-        table = TierRequestsRecord
-        added = self.session.execute(
-            update(table).where(table.tier == tier, table.minute == minute).values(requests=table.requests + requests)
-        )
-        if not _matched(added):
-            self.session.execute(insert(table).values(tier=tier, minute=minute, requests=requests))
+        params = {"b_tier": tier, "b_minute": minute, "b_requests": requests}
+        if not _matched(self.session.execute(_requests_update(), params)):
+            self.session.execute(_requests_insert(), params)
         self._wrote = True
 
 
 def save_policy_state(session: Session, tier: str, state: PolicyState, desired: int, now: float) -> None:
     """One UPDATE on the usual path (the row exists); an ORM read-then-write read the row back every tick."""
-    values = {"state": state.to_dict(), "desired": desired, "updated_at": now}
-    saved = session.execute(update(PolicyStateRecord).where(PolicyStateRecord.tier == tier).values(**values))
-    if not _matched(saved):
-        session.execute(insert(PolicyStateRecord).values(tier=tier, **values))
+    params = {"b_tier": tier, "b_state": state.to_dict(), "b_desired": desired, "b_updated_at": now}
+    if not _matched(session.execute(_policy_state_update(), params)):
+        session.execute(_policy_state_insert(), params)
+
+
+def _table(record: type[Any]) -> Table:
+    return cast(Table, record.__table__)
+
+
+# Statements built once, with their values as parameters: building an UPDATE each tick cost five times
+# what running it does (211 µs against 37 µs for the policy state on SQLite).
+@functools.cache
+def _policy_state_update() -> Update:
+    table = _table(PolicyStateRecord)
+    return (
+        update(table)
+        .where(table.c.tier == bindparam("b_tier"))
+        .values(state=bindparam("b_state"), desired=bindparam("b_desired"), updated_at=bindparam("b_updated_at"))
+    )
+
+
+@functools.cache
+def _policy_state_insert() -> Insert:
+    return insert(_table(PolicyStateRecord)).values(
+        tier=bindparam("b_tier"),
+        state=bindparam("b_state"),
+        desired=bindparam("b_desired"),
+        updated_at=bindparam("b_updated_at"),
+    )
+
+
+@functools.cache
+def _requests_update() -> Update:
+    table = _table(TierRequestsRecord)
+    return (
+        update(table)
+        .where(table.c.tier == bindparam("b_tier"), table.c.minute == bindparam("b_minute"))
+        .values(requests=table.c.requests + bindparam("b_requests"))
+    )
+
+
+@functools.cache
+def _requests_insert() -> Insert:
+    return insert(_table(TierRequestsRecord)).values(
+        tier=bindparam("b_tier"), minute=bindparam("b_minute"), requests=bindparam("b_requests")
+    )
 
 
 def _matched(result: Any) -> bool:

@@ -42,9 +42,13 @@ def _offset_at_hour(timezone: str, hour: int) -> tuple[float, int]:
 def local_clock(epoch: FloatArray, timezone: str) -> tuple[FloatArray, np.ndarray]:
     """Seconds since local midnight and local weekday (0 = Monday) for epoch seconds ``epoch``."""
     hours = np.floor(epoch / 3600.0).astype(np.int64)
-    unique, inverse = np.unique(hours, return_inverse=True)
-    table = np.array([_offset_at_hour(timezone, int(h)) for h in unique.tolist()]).reshape(-1, 2)
-    local = epoch + table[inverse, 0]
+    if hours.shape[0] == 0:
+        return np.empty(0), np.empty(0, dtype=np.int64)
+    # One offset per hour in the span, looked up by position: sorting a block's million times to find its
+    # distinct hours cost more than the rest of the shape.
+    first = int(hours.min())
+    offsets = np.array([_offset_at_hour(timezone, h)[0] for h in range(first, int(hours.max()) + 1)])
+    local = epoch + offsets[hours - first]
     seconds = np.mod(local, DAY)
     # The weekday of the local time itself (the hour's weekday can differ right after local midnight).
     weekday = np.floor(local / DAY).astype(np.int64) + 3  # 1970-01-01 was a Thursday (weekday 3)

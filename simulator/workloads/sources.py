@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from simulator.requests import FloatArray, Requests, draw_fresh, empty, fresh
+from simulator.requests import Drawn, FloatArray, Requests, draw, fresh
 from simulator.workloads.sessions import ClosedLoopSessions
 from simulator.workloads.shapes import Shape, evaluate, peak_over
 from simulator.workloads.spec import BatchLoad, PoissonLoad, SessionsLoad, TraceLoad, Workload
@@ -47,9 +47,9 @@ class PoissonSource:
         self._tier, self._load, self._seed = tier, load, workload.seed
         self._start_epoch = workload.start_epoch
         self._overhead = (profile.overhead_median_s, profile.overhead_sigma)
-        self._blocks: dict[int, Requests] = {}
+        self._blocks: dict[int, Drawn] = {}
 
-    def _block(self, k: int) -> Requests:
+    def _block(self, k: int) -> Drawn:
         if k not in self._blocks:
             if len(self._blocks) > 2:
                 self._blocks.pop(min(self._blocks))
@@ -59,17 +59,22 @@ class PoissonSource:
             n_in = load.input_tokens.dist().sample(rng, t.shape[0])
             n_out = load.output_tokens.dist().sample(rng, t.shape[0])
             cached = np.floor(n_in * load.prefix_cache_hit)
-            self._blocks[k] = draw_fresh(t, n_in, n_out, rng, *self._overhead, n_cached=cached)
+            self._blocks[k] = draw(t, n_in, n_out, rng, *self._overhead, n_cached=cached)
         return self._blocks[k]
 
+    def _blocks_over(self, t0: float, t1: float) -> list[Drawn]:
+        return [self._block(k) for k in range(int(t0 // BLOCK_S), int(np.ceil(t1 / BLOCK_S)))]
+
     def arrivals(self, t0: float, t1: float) -> Requests:
+        return Requests.concat([block.between(t0, t1) for block in self._blocks_over(t0, t1)])
+
+    def arrival_times(self, t0: float, t1: float) -> FloatArray:
+        """When the requests of [t0, t1) arrive (what the baselines size by), without building their rows."""
         parts = []
-        for k in range(int(t0 // BLOCK_S), int(np.ceil(t1 / BLOCK_S))):
-            block = self._block(k)
-            times = block.col(0)
-            lo, hi = np.searchsorted(times, [t0, t1])
-            parts.append(block.take(slice(lo, hi)))
-        return Requests.concat(parts)
+        for block in self._blocks_over(t0, t1):
+            lo, hi = np.searchsorted(block.t, [t0, t1])
+            parts.append(block.t[lo:hi])
+        return np.concatenate(parts) if parts else np.empty(0)
 
 
 class TraceSource:
@@ -92,14 +97,16 @@ class TraceSource:
         )
         n_in = trace.n_in[rows]
         cached = trace.n_cached[rows] if load.prefix_cache_hit is None else np.floor(n_in * load.prefix_cache_hit)
-        self.requests = draw_fresh(
+        self._drawn = draw(
             t, n_in, trace.n_out[rows], rng, profile.overhead_median_s, profile.overhead_sigma, n_cached=cached
         )
-        self._times = self.requests.col(0)
 
     def arrivals(self, t0: float, t1: float) -> Requests:
-        lo, hi = np.searchsorted(self._times, [t0, t1])
-        return self.requests.take(slice(lo, hi)) if hi > lo else empty()
+        return self._drawn.between(t0, t1)
+
+    def arrival_times(self, t0: float, t1: float) -> FloatArray:
+        lo, hi = np.searchsorted(self._drawn.t, [t0, t1])
+        return self._drawn.t[lo:hi]
 
 
 def sessions_source(tier: str, load: SessionsLoad, workload: Workload, profile: EngineProfile) -> ClosedLoopSessions:

@@ -90,6 +90,15 @@ def test_instances_decisions_events_and_policy_state_round_trip(any_engine: Engi
     state, desired = store.policy_states()["web"]
     assert desired == 2 and state.since == {"queue_over": 5.0} and state.last_change == 3.0
     assert any(e.kind == "interruption-notice" for e in store.events("web"))
+    # The usual path: the row exists and one prepared UPDATE replaces it; request counts add up.
+    with store.unit_of_work() as uow:
+        uow.save_policy_state("web", PolicyState(learned={"cap.prior": 40.0}, last_desired=3), 3, 8.0)
+        uow.add_requests("web", 100, 250.0)
+        uow.add_requests("web", 100, 50.0)  # a restarted daemon's rest of the minute
+        uow.commit()
+    state, desired = store.policy_states()["web"]
+    assert desired == 3 and state.learned == {"cap.prior": 40.0} and state.since == {}
+    assert store.requests_by_minute(6000.0, 6060.0) == {"web": {100: 300.0}}
 
 
 @pytest.mark.parametrize("days", [1, 30])

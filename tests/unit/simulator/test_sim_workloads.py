@@ -134,7 +134,7 @@ def test_example_workloads_load(name: str, traces_dir: Path) -> None:
             assert Path(load.path).name in {p.name for p in traces_dir.iterdir()}
             moved = workload.model_copy(update={"base_dir": str(traces_dir.parents[1] / "a" / "b" / "c")})
             source = TraceSource(tier, load, moved, build_profile("H100-SXM5-80GB", "llama-3.1-8b"))
-            assert len(source.requests) > 19_366 * 10  # tiled over the day
+            assert len(source.arrival_times(0.0, workload.duration)) > 19_366 * 10  # tiled over the day
 
 
 def test_trace_paths_are_relative_to_the_workload_file(tmp_path: Path, traces_dir: Path) -> None:
@@ -144,4 +144,4 @@ def test_trace_paths_are_relative_to_the_workload_file(tmp_path: Path, traces_di
     (tmp_path / "t" / "code.csv").symlink_to(traces_dir / "azure-llm-2023-code.csv")
     w = load_workload(tmp_path / "w" / "day.yaml")
     src = TraceSource("c", w.tiers["c"], w, build_profile("H100-SXM5-80GB", "llama-3.1-8b"))  # type: ignore[arg-type]
-    assert len(src.requests) == 8_819
+    assert len(src.arrival_times(0.0, w.duration)) == 8_819
