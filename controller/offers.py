@@ -71,6 +71,11 @@ class OfferCache:
         entry = self._entries.get(cache_key(provider, gpu, count))
         return list(entry.offers) if entry is not None else None
 
+    def stale(self, provider: str, gpu: str, count: int) -> bool:
+        """Whether ``get`` would call the provider for the key (never fetched, or older than the TTL)."""
+        age = self.age(provider, gpu, count)
+        return age is None or age >= self.ttl
+
     def age(self, provider: str, gpu: str, count: int) -> float | None:
         entry = self._entries.get(cache_key(provider, gpu, count))
         return self.clock.now() - entry.fetched_at if entry is not None else None

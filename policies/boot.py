@@ -10,6 +10,7 @@ replaced; the replacement is a new launch the reconciler made, not one the polic
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 
@@ -20,7 +21,16 @@ _PENDING, _SAMPLE, _READY, _SEQ = "boot.p.", "boot.s.", "boot.ready", "boot.seq"
 
 
 def _entries(learned: Mapping[str, float], prefix: str) -> list[tuple[int, float]]:
-    return sorted((int(k[len(prefix) :]), v) for k, v in learned.items() if k.startswith(prefix))
+    return sorted((parsed[1], v) for k, v in learned.items() if (parsed := _numbered(k)) and parsed[0] == prefix)
+
+
+@functools.lru_cache(maxsize=4096)
+def _numbered(key: str) -> tuple[str, int] | None:
+    """(prefix, number) of a pending-launch or sample key, else None. Cached: every tick reads them all."""
+    for prefix in (_PENDING, _SAMPLE):
+        if key.startswith(prefix):
+            return prefix, int(key[len(prefix) :])
+    return None
 
 
 def samples(learned: Mapping[str, float]) -> list[float]:
@@ -45,7 +55,7 @@ def boot_time(learned: Mapping[str, float]) -> float | None:
 def observe(learned: Mapping[str, float], *, now: float, ready: int, current: int, desired: int) -> dict[str, float]:
     out = dict(learned)
     pending = [(i, t) for i, t in _entries(out, _PENDING) if now - t <= GIVE_UP_S]
-    for key in [k for k in out if k.startswith(_PENDING)]:
+    for key in [k for k in out if (parsed := _numbered(k)) and parsed[0] == _PENDING]:
         del out[key]
     seq = int(out.get(_SEQ, 0))
     previous = out.get(_READY)

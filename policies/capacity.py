@@ -26,6 +26,7 @@ waiting): the TTFT window lags a load that just rose, and the breach is on its w
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -62,8 +63,15 @@ def _bad_key(i: int, size: int = 0) -> str:
     return f"cap.b{i}.bad" if not size else f"cap.s{size}.b{i}.bad"
 
 
-def _binned(key: str) -> bool:
-    return key.startswith(("cap.b", "cap.s"))
+@functools.lru_cache(maxsize=8192)
+def _bin_key(key: str) -> tuple[int, int, bool] | None:
+    """(fleet size, 0 for every size; bin; whether it counts good observations) of a bin's key, else None.
+    Cached: every tick reads each bin key two or three times, and the keys repeat."""
+    if not key.startswith(("cap.b", "cap.s")):
+        return None
+    parts = key.split(".")  # cap.b{i}.good | cap.s{size}.b{i}.bad
+    size = int(parts[1][1:]) if parts[1][0] == "s" else 0
+    return size, int(parts[-2][1:]), parts[-1] == "good"
 
 
 def observe(
@@ -96,8 +104,7 @@ def observe(
     last = out.get(_LAST)
     if last is not None and now > last:
         factor = 0.5 ** ((now - last) / HALF_LIFE_S)
-        for key in [k for k in out if _binned(k)]:
-            out[key] = round(out[key] * factor, 4)
+        out.update({k: round(v * factor, 4) for k, v in out.items() if _bin_key(k) is not None})
     out[_LAST] = now
     i = min(MAX_BIN, int(share / BIN))
     for size in (0, ready) if ready <= SMALL_FLEET else (0,):
@@ -109,17 +116,12 @@ def observe(
 def _bins(learned: Mapping[str, float], size: int = 0) -> list[tuple[int, float, float]]:
     """(bin, good weight, bad weight) of the well-observed bins, lowest load first: of every fleet size, or
     (``size``) of fleets of that many ready instances."""
-    prefix = "cap.b" if not size else f"cap.s{size}.b"
-    found = set()
-    for key in learned:
-        if key.startswith(prefix):
-            found.add(int(key[len(prefix) :].split(".", 1)[0]))
-    rows = []
-    for i in sorted(found):
-        good, bad = learned.get(_good_key(i, size), 0.0), learned.get(_bad_key(i, size), 0.0)
-        if good + bad >= MIN_WEIGHT:
-            rows.append((i, good, bad))
-    return rows
+    weights: dict[int, list[float]] = {}  # bin -> [good, bad]
+    for key, value in learned.items():
+        parsed = _bin_key(key)
+        if parsed is not None and parsed[0] == size:
+            weights.setdefault(parsed[1], [0.0, 0.0])[0 if parsed[2] else 1] += value
+    return [(i, good, bad) for i, (good, bad) in sorted(weights.items()) if good + bad >= MIN_WEIGHT]
 
 
 def small_fleet_capacity(learned: Mapping[str, float], prior: float, size: int) -> float | None:

@@ -1,5 +1,7 @@
 """Phase 3, decide: read each tier's signals and run its policy (``PolicyRunner``) on them. Policy state
-is loaded from the store once and saved when it changes, so a restart resumes the policy's timers."""
+is loaded from the store once and saved when it changes, so a restart resumes the policy's timers: at once
+when the decision's own parts change (the count, the conditions' timers, the window's needs), and what it
+learned (capacity, boot and service times, which move every tick) at most every ``LEARNED_SAVE_EVERY``."""
 
 from __future__ import annotations
 
@@ -19,6 +21,15 @@ from sources.reading import SignalSource, TierReading
 from tiers.config import TierSpec
 
 log = logging.getLogger("scalectl.reconciler")
+# How stale a restart (or another daemon taking the tier over) may find what the policy learned. Those
+# figures change every tick and move slowly (the capacity bins' half-life is 6 hours); a row write per
+# tier per tick for them cost a fifth of a simulated day.
+LEARNED_SAVE_EVERY = 30.0
+
+
+def _decisive(state: PolicyState, desired: int) -> tuple[object, ...]:
+    """What a restart must find as it was: the count, the conditions' timers, the window's needs."""
+    return desired, state.since, state.last_change, state.last_desired, state.peaks, [n for _, n in state.needs]
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,7 @@ class DecidePhase:
         self.clock = clock
         self._states: dict[str, tuple[PolicyState, int]] = {}
         self._before: dict[str, tuple[PolicyState, int]] = {}  # this tick's starting state, per tier
+        self._saved: dict[str, tuple[PolicyState, int, float]] = {}  # as last saved (or loaded), and when
         self._following: set[str] = set()
 
     def follow(self, tiers: Mapping[str, TierSpec], now: float) -> tuple[set[str], set[str]]:
@@ -48,12 +60,14 @@ class DecidePhase:
         gone = self._following - set(tiers)
         for name in gone:
             self._states.pop(name, None)
+            self._saved.pop(name, None)
             self.policy.forget(name)
         self._following = set(tiers)
         if not new:
             return set(), gone
         stored = self.store.policy_states()
         self._states.update({name: stored[name] for name in new if name in stored})
+        self._saved.update({name: (*stored[name], now) for name in new if name in stored})
         reach = self.policy.history_reach(new)
         if reach > 0:
             self.policy.seed_history(self.store.demand_samples(now - reach), new)
@@ -104,9 +118,22 @@ class DecidePhase:
             log.exception("policy for tier %s failed", name)
             desired, reason, new_state, demand = current, f"policy error, holding: {one_line(exc)}", state, None
         self._states[name] = (new_state, desired)
-        if (new_state, desired) != (state, last_desired):  # the store holds the last change; skip no-op writes
-            tick.uow.save_policy_state(name, new_state, desired, now)
+        self._save(tick, name, new_state, desired)
         return TierDecision(current, desired, reason, demand)
+
+    def _save(self, tick: Tick, name: str, state: PolicyState, desired: int) -> None:
+        saved = self._saved.get(name)
+        if saved is not None:
+            saved_state, saved_desired, at = saved
+            if (saved_state, saved_desired) == (state, desired):
+                return
+            if (
+                _decisive(saved_state, saved_desired) == _decisive(state, desired)
+                and tick.now - at < LEARNED_SAVE_EVERY
+            ):
+                return
+        tick.uow.save_policy_state(name, state, desired, tick.now)
+        self._saved[name] = (state, desired, tick.now)
 
     def hold_at(self, tick: Tick, name: str, decision: TierDecision, allowed: int, why: str) -> TierDecision:
         """Capacity is short: the tier can reach only ``allowed`` this tick. Hold that, say so, and keep it
@@ -119,7 +146,6 @@ class DecidePhase:
         last_change = before.last_change if last_desired == allowed else tick.now
         held = replace(state, last_desired=allowed, last_change=last_change)
         self._states[name] = (held, allowed)
-        if (held, allowed) != (before, last_desired):
-            tick.uow.save_policy_state(name, held, allowed, tick.now)
+        self._save(tick, name, held, allowed)
         reason = f"{decision.reason}; capacity allows {allowed} ({why}) → hold {allowed}"
         return replace(decision, desired=allowed, reason=reason)

@@ -29,6 +29,9 @@ class TierOffers:
     async def refresh(self, tiers: Mapping[str, TierSpec]) -> dict[str, str]:
         """Fetch what the tiers use; returns provider → error for the calls that failed."""
         wanted = sorted({(p, t.gpu, t.gpu_count) for t in tiers.values() for p in t.providers if p in self._providers})
+        wanted = [w for w in wanted if self.cache.stale(*w)]  # most ticks: none (no task to schedule for nothing)
+        if not wanted:
+            return {}
         results = await self._calls.gather(
             self.cache.get(self._providers[p], GpuRequest(gpu=g, count=c)) for p, g, c in wanted
         )

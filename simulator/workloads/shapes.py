@@ -39,16 +39,27 @@ def _offset_at_hour(timezone: str, hour: int) -> tuple[float, int]:
     return (offset.total_seconds() if offset else 0.0), local.weekday()
 
 
-def local_clock(epoch: FloatArray, timezone: str) -> tuple[FloatArray, np.ndarray]:
-    """Seconds since local midnight and local weekday (0 = Monday) for epoch seconds ``epoch``."""
-    hours = np.floor(epoch / 3600.0).astype(np.int64)
-    if hours.shape[0] == 0:
-        return np.empty(0), np.empty(0, dtype=np.int64)
+def local_offsets(epoch: FloatArray, timezone: str) -> FloatArray | float:
+    """The UTC offset (seconds) at each of ``epoch``: one number when the span has one (no clock change)."""
+    if epoch.shape[0] == 0:
+        return 0.0
+    first, last = int(np.floor(epoch.min() / 3600.0)), int(np.floor(epoch.max() / 3600.0))
     # One offset per hour in the span, looked up by position: sorting a block's million times to find its
     # distinct hours cost more than the rest of the shape.
-    first = int(hours.min())
-    offsets = np.array([_offset_at_hour(timezone, h)[0] for h in range(first, int(hours.max()) + 1)])
-    local = epoch + offsets[hours - first]
+    offsets = np.array([_offset_at_hour(timezone, h)[0] for h in range(first, last + 1)])
+    if (offsets == offsets[0]).all():
+        return float(offsets[0])
+    return offsets[np.floor(epoch / 3600.0).astype(np.int64) - first]
+
+
+def local_seconds(epoch: FloatArray, timezone: str) -> FloatArray:
+    """Seconds since local midnight for epoch seconds ``epoch``."""
+    return np.mod(epoch + local_offsets(epoch, timezone), DAY)
+
+
+def local_clock(epoch: FloatArray, timezone: str) -> tuple[FloatArray, np.ndarray]:
+    """Seconds since local midnight and local weekday (0 = Monday) for epoch seconds ``epoch``."""
+    local = epoch + local_offsets(epoch, timezone)
     seconds = np.mod(local, DAY)
     # The weekday of the local time itself (the hour's weekday can differ right after local midnight).
     weekday = np.floor(local / DAY).astype(np.int64) + 3  # 1970-01-01 was a Thursday (weekday 3)
@@ -138,7 +149,7 @@ class DailyShape(_Strict):
         return self
 
     def values(self, t: FloatArray, start_epoch: float) -> FloatArray:
-        seconds, _ = local_clock(start_epoch + t, self.timezone)
+        seconds = local_seconds(start_epoch + t, self.timezone)
         pts = sorted((_hhmm_seconds(w), v) for w, v in self.points)
         xs = np.array([p[0] for p in pts])
         ys = np.array([p[1] for p in pts])
