@@ -39,7 +39,12 @@ class Calls:
                 return exc
 
     async def gather(self, awaitables: Iterable[Awaitable[T]]) -> list[T | BaseException]:
-        return list(await asyncio.gather(*(self.call(a) for a in awaitables)))
+        calls = [self.call(a) for a in awaitables]
+        if not calls:  # most ticks ask nothing of most phases: no tasks to schedule
+            return []
+        if len(calls) == 1:  # one call needs no task of its own either
+            return [await calls[0]]
+        return list(await asyncio.gather(*calls))
 
 
 def one_line(exc: BaseException) -> str:
