@@ -184,29 +184,19 @@ def _over_limit(
     end: FloatArray,
     reserve: FloatArray,
 ) -> list[int]:
-    """Instances among ``maybe`` whose sequences or reserved KV tokens would exceed the limits at some moment.
-
-    All instances at once: each request's start (+1 sequence, +its tokens) and end (−1, −tokens) as events,
-    sorted by instance, time and (at equal times) ends first, with running sums restarted per instance.
-    Token counts are whole numbers, so the restarted sums are exact."""
-    on = np.flatnonzero(maybe[inst])
-    if not on.shape[0]:
-        return []
-    start = np.where(candidates[on], np.maximum(d[on, COL_T] - t0, 0.0), -1.0)
-    slots = np.concatenate([inst[on], inst[on]])
-    times = np.concatenate([start, end[on]])
-    delta = np.concatenate([np.ones(on.shape[0]), -np.ones(on.shape[0])])
-    weight = np.concatenate([reserve[on], -reserve[on]])
-    order = np.lexsort((delta, times, slots))  # at equal times, a finish frees its slot before a start takes one
-    slots, seqs, tokens = slots[order], np.cumsum(delta[order]), np.cumsum(weight[order])
-    first = np.flatnonzero(np.concatenate([[True], slots[1:] != slots[:-1]]))
-    before = np.repeat(first, np.diff(np.append(first, slots.shape[0])))  # each event's segment start
-    seqs_base = np.where(before > 0, seqs[before - 1], 0.0)
-    tokens_base = np.where(before > 0, tokens[before - 1], 0.0)
-    peak_seqs = np.maximum.reduceat(seqs - seqs_base, first)
-    peak_tokens = np.maximum.reduceat(tokens - tokens_base, first)
-    over = (peak_seqs > profile.max_num_seqs) | (peak_tokens > profile.kv_capacity_tokens)
-    return slots[first][over].tolist()
+    """Instances among ``maybe`` whose sequences or reserved KV tokens would exceed the limits at some moment."""
+    over = []
+    for slot in np.flatnonzero(maybe).tolist():
+        on = np.flatnonzero(inst == slot)
+        start = np.where(candidates[on], np.maximum(d[on, COL_T] - t0, 0.0), -1.0)
+        times = np.concatenate([start, end[on]])
+        delta = np.concatenate([np.ones(on.shape[0]), -np.ones(on.shape[0])])
+        weight = np.concatenate([reserve[on], -reserve[on]])
+        order = np.lexsort((delta, times))  # at equal times, a finish frees its slot before a start takes one
+        if (np.cumsum(delta[order]).max() > profile.max_num_seqs
+                or np.cumsum(weight[order]).max() > profile.kv_capacity_tokens):  # fmt: skip
+            over.append(slot)
+    return over
 
 
 def _scan_fast(
@@ -294,45 +284,35 @@ def _step_limited(
     c_p = profile.prefill_s_per_token
     cap_seqs, cap_tokens = profile.max_num_seqs, float(profile.kv_capacity_tokens)
     free_at = float(rel_free[slot])
-    # What does not depend on the queue's order is computed for all at once; the loop keeps the FCFS part.
-    p = prompt[queue]
-    service = p * per_token
-    extra = np.maximum(p * c_p - fr * np.maximum(p / ch, 1.0), 0.0)
     rows = zip(
+        queue.tolist(),
         np.maximum(d[queue, COL_T] - t0, 0.0).tolist(),
-        (d[queue, U] * st).tolist(),
-        service.tolist(),
-        np.maximum(st + extra - service, 0.0).tolist(),
+        d[queue, U].tolist(),
+        prompt[queue].tolist(),
         np.minimum(reserve[queue], cap_tokens).tolist(),
-        (d[queue, REMAINING] / r).tolist(),
+        d[queue, REMAINING].tolist(),
         strict=True,
     )
-    firsts: list[float] = []
-    ends: list[float] = []
-    push, pop = heapq.heappush, heapq.heappop
-    for arrive, wait_step, serve, after, need, decode in rows:
+    for i, arrive, u, p, need, left in rows:
         at = arrive
         while heap and (used_seqs >= cap_seqs or used_tokens + need > cap_tokens):
-            finish, tokens = pop(heap)
+            finish, tokens = heapq.heappop(heap)
             used_seqs -= 1
             used_tokens -= tokens
-            if finish > at:
-                at = finish
+            at = max(at, finish)
         if at >= span:
             break  # FCFS: everyone behind it waits too
-        start = at + wait_step
-        depart = (start if start > free_at else free_at) + serve
+        service = p * per_token
+        depart = max(at + u * st, free_at) + service
         free_at = depart
-        f = depart + after
-        e = f + decode
-        firsts.append(f)
-        ends.append(e)
-        push(heap, (e, need))
+        extra = max(p * c_p - fr * max(p / ch, 1.0), 0.0)
+        f = depart + max(st + extra - service, 0.0)
+        e = f + left / r
+        first[i] = f + t0
+        end[i] = e
+        served[i] = extra
+        admitted[i] = True
+        heapq.heappush(heap, (e, need))
         used_seqs += 1
         used_tokens += need
-    done = queue[: len(firsts)]
-    first[done] = np.array(firsts) + t0
-    end[done] = ends
-    served[done] = extra[: len(firsts)]
-    admitted[done] = True
     rel_free[slot] = free_at
