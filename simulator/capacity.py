@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from simulator.requests import Requests, draw_fresh
+from simulator.requests import Requests, draw
 from simulator.serving_pool import ServingPool
 from simulator.workloads.sessions import ClosedLoopSessions
 from simulator.workloads.spec import PoissonLoad, SessionsLoad, TierLoad, TraceLoad, Workload
@@ -48,10 +48,10 @@ class _Mix:
 
     def draw(self, rng: np.random.Generator, t: np.ndarray, profile: EngineProfile) -> Requests:
         rows = rng.integers(0, self.n_in.shape[0], t.shape[0])
-        return draw_fresh(
+        return draw(
             t, self.n_in[rows], self.n_out[rows], rng, profile.overhead_median_s, profile.overhead_sigma,
             n_cached=self.n_cached[rows],
-        )  # fmt: skip
+        ).rows()  # fmt: skip
 
 
 class _PoissonProbeSource:

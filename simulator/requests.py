@@ -155,17 +155,3 @@ def draw(
     n = times.shape[0]
     overhead = overhead_median * np.exp(overhead_sigma * rng.standard_normal(n)) if overhead_median > 0 else 0.0
     return Drawn(times, n_in, n_out, rng.random(n), overhead, n_cached)
-
-
-def draw_fresh(
-    t: npt.ArrayLike,
-    n_in: npt.ArrayLike,
-    n_out: npt.ArrayLike,
-    rng: np.random.Generator,
-    overhead_median: float,
-    overhead_sigma: float,
-    *,
-    n_cached: npt.ArrayLike = 0.0,
-) -> Requests:
-    """New open-loop requests as rows; draws their per-request random figures from ``rng``."""
-    return draw(t, n_in, n_out, rng, overhead_median, overhead_sigma, n_cached=n_cached).rows()
