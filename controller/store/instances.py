@@ -104,7 +104,7 @@ class InstanceRepository:
             tracked = self._tracked.get(row[_KEY_AT])
             if tracked is None:
                 inst = from_facts(row)
-                tracked = self._tracked[row.key] = (inst, _values(inst))
+                tracked = self._tracked[inst.key] = (inst, _values(inst))
             found.append(tracked[0])
         return found
 
