@@ -3,6 +3,7 @@ SLO, an unreachable SLO exits 1 with the closest settings, bad input exits 2 wit
 
 from __future__ import annotations
 
+import gc
 import tempfile
 from pathlib import Path
 from typing import Literal
@@ -16,6 +17,7 @@ from cli.main import app
 from policies.spec import ExternalPolicy, MinFloorPolicy, PredictivePolicy, ScaleToZeroPolicy
 from policies.tunable import tunable
 from simulator.controller_run import Checkpoint
+from simulator.fleet import Fleet
 from simulator.tune import Bound, TrialJob, run_trial, search_space, tune, with_policy
 from simulator.workloads.spec import Workload, parse_workload
 from tiers.config import FleetConfig, load_config
@@ -98,6 +100,23 @@ def test_a_trial_past_the_best_cost_is_stopped_there() -> None:
     stopped = run_trial(TrialJob(config, text, workload, "web", policy, Bound(cost=whole.cost / 2)))
     assert stopped.stopped is not None and "past the best trial's" in stopped.stopped
     assert whole.cost / 2 < stopped.cost <= whole.cost and stopped.slo is None
+
+
+def test_a_stopped_trial_leaves_no_fleet_behind() -> None:
+    """A search worker runs trial after trial: a stopped run's fleet (its arrays are a day's requests)
+    must be freed when the trial returns, not whenever the cycle collector next runs."""
+    config, text = load_config_text(TIERS)
+    workload = parse_workload(WORKLOAD)
+    policy = {"kind": "min-floor", "ttft_p95_max": "500ms"}
+    gc.collect()
+    gc.disable()  # only what the trial itself frees counts
+    try:
+        stopped = run_trial(TrialJob(config, text, workload, "web", policy, Bound(cost=0.01)))
+        left = [o for o in gc.get_objects() if isinstance(o, Fleet)]
+    finally:
+        gc.enable()
+    assert stopped.stopped is not None
+    assert left == []
 
 
 def test_a_trial_with_more_misses_than_the_slo_allows_is_stopped_there() -> None:
