@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -163,8 +164,15 @@ def run_counts(
     return fleet
 
 
-def run_static(workload: Workload, models: Mapping[str, TierModel], settings: BaselineSettings) -> Fleet:
-    counts = {name: static_count(workload, m, settings.slo_goal) for name, m in models.items()}
+def run_static(
+    workload: Workload,
+    models: Mapping[str, TierModel],
+    settings: BaselineSettings,
+    counts: Mapping[str, int] | None = None,
+) -> Fleet:
+    """``counts``: each tier's static size, when already known (``run_baselines`` has the oracle's peaks)."""
+    if counts is None:
+        counts = {name: static_count(workload, m, settings.slo_goal) for name, m in models.items()}
     return run_counts(
         workload, models, lambda name, _t, _s, _c: counts[name], settings,
         poll_s=workload.duration, initial=counts, delay_s=0.0,
@@ -231,8 +239,16 @@ def run_baselines(
     cfg = settings or BaselineSettings()
     result: dict[str, dict[str, BaselineOutcome]] = {name: {} for name in models}
     serving = {name: m for name, m in models.items() if not isinstance(m.load, BatchLoad)}
+    oracles = {name: oracle(workload, model, cfg.slo_goal) for name, model in models.items()}
+    # A serving tier's static size is the oracle's busiest minute: one need timeline (a day's arrivals
+    # drawn again) serves both. A batch oracle has no peak; its static size has a timeline of its own.
+    counts = {
+        name: max(1, found.peak) if found.peak is not None else static_count(workload, models[name], cfg.slo_goal)
+        for name, found in oracles.items()
+    }
     runs: list[tuple[str, Callable[..., Fleet], Mapping[str, TierModel]]] = [
-        ("static", run_static, models), ("reactive", run_reactive, models), ("skyserve", run_skyserve, serving),
+        ("static", partial(run_static, counts=counts), models), ("reactive", run_reactive, models),
+        ("skyserve", run_skyserve, serving),
     ]  # fmt: skip
     for label, runner, subset in runs:
         if not subset:
@@ -240,6 +256,6 @@ def run_baselines(
         fleet = runner(workload, subset, cfg)
         for name, out in outcomes(fleet, workload.duration).items():
             result[name][label] = BaselineOutcome(label, out.cost, out.gpu_hours, out.slo_attainment)
-    for name, model in models.items():
-        result[name]["oracle"] = oracle(workload, model, cfg.slo_goal)
+    for name, found in oracles.items():
+        result[name]["oracle"] = found
     return result
