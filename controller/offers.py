@@ -61,7 +61,7 @@ class OfferCache:
         the provider raises (nothing is cached then)."""
         key = cache_key(provider.name, request.gpu, request.count)
         entry = self._entries.get(key)
-        if entry is None or self.clock.now() - entry.fetched_at >= self.ttl:
+        if entry is None or self._expired(entry):
             entry = _Entry(self.clock.now(), await self._fetch(key, provider, request))
             self._entries[key] = entry
         return narrow(entry.offers, request)
@@ -73,8 +73,11 @@ class OfferCache:
 
     def stale(self, provider: str, gpu: str, count: int) -> bool:
         """Whether ``get`` would call the provider for the key (never fetched, or older than the TTL)."""
-        age = self.age(provider, gpu, count)
-        return age is None or age >= self.ttl
+        entry = self._entries.get(cache_key(provider, gpu, count))
+        return entry is None or self._expired(entry)
+
+    def _expired(self, entry: _Entry) -> bool:
+        return self.clock.now() - entry.fetched_at >= self.ttl
 
     def age(self, provider: str, gpu: str, count: int) -> float | None:
         entry = self._entries.get(cache_key(provider, gpu, count))
