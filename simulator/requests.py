@@ -125,13 +125,17 @@ class Drawn:
             np.broadcast_to(np.asarray(x, dtype=np.float64), (n,)) for x in (n_in, n_out, u, overhead, n_cached)
         )
 
-    def __len__(self) -> int:
-        return int(self.t.shape[0])
-
     def between(self, t0: float, t1: float) -> Requests:
         """The requests first sent in [t0, t1), as new rows."""
+        return self.rows(self._span(t0, t1))
+
+    def times_between(self, t0: float, t1: float) -> FloatArray:
+        """When the requests of [t0, t1) are sent, without building their rows."""
+        return self.t[self._span(t0, t1)]
+
+    def _span(self, t0: float, t1: float) -> slice:
         lo, hi = np.searchsorted(self.t, [t0, t1])
-        return self.rows(slice(int(lo), int(hi)))
+        return slice(int(lo), int(hi))
 
     def rows(self, index: slice = slice(None)) -> Requests:
         return fresh(

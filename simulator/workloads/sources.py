@@ -70,10 +70,7 @@ class PoissonSource:
 
     def arrival_times(self, t0: float, t1: float) -> FloatArray:
         """When the requests of [t0, t1) arrive (what the baselines size by), without building their rows."""
-        parts = []
-        for block in self._blocks_over(t0, t1):
-            lo, hi = np.searchsorted(block.t, [t0, t1])
-            parts.append(block.t[lo:hi])
+        parts = [block.times_between(t0, t1) for block in self._blocks_over(t0, t1)]
         return np.concatenate(parts) if parts else np.empty(0)
 
 
@@ -105,8 +102,7 @@ class TraceSource:
         return self._drawn.between(t0, t1)
 
     def arrival_times(self, t0: float, t1: float) -> FloatArray:
-        lo, hi = np.searchsorted(self._drawn.t, [t0, t1])
-        return self._drawn.t[lo:hi]
+        return self._drawn.times_between(t0, t1)
 
 
 def sessions_source(tier: str, load: SessionsLoad, workload: Workload, profile: EngineProfile) -> ClosedLoopSessions:
