@@ -52,10 +52,6 @@ class TierOutcome:
         return {**asdict(self), "slo_attainment": self.slo_attainment}
 
 
-def _q(values: np.ndarray, q: float) -> float | None:
-    return float(np.quantile(values, q)) if values.shape[0] else None
-
-
 def _qs(values: np.ndarray, *qs: float) -> list[float | None]:
     """Quantiles from one partial sort of the values (a day's TTFTs are millions)."""
     if not values.shape[0]:
@@ -79,9 +75,10 @@ def outcomes(fleet: Fleet, duration_s: float) -> dict[str, TierOutcome]:
             met = int((waits <= target).sum())
             # Tasks still queued at the end: a miss once they have waited longer than the target.
             overdue = sum(1 for queued in pool.queued_since() if duration_s - queued > target)
+            wait_p50, wait_p95 = _qs(waits, 0.5, 0.95)
             out[name] = TierOutcome(
                 name, "batch", rec.created, target, met, waits.shape[0] + overdue,
-                None, None, None, None, None, _q(waits, 0.5), _q(waits, 0.95),
+                None, None, None, None, None, wait_p50, wait_p95,
                 cost, gpu_hours, meter.peak_ready, meter.interruptions, rec.retries,
                 rec.created - pool.accounted(),
             )  # fmt: skip
