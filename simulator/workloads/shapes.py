@@ -32,11 +32,10 @@ def _hhmm_seconds(text: str) -> float:
 
 
 @lru_cache(maxsize=200_000)
-def _offset_at_hour(timezone: str, hour: int) -> tuple[float, int]:
-    """UTC offset (seconds) and weekday of the local time at the start of UTC hour ``hour``."""
-    local = datetime.fromtimestamp(hour * 3600.0, tz=UTC).astimezone(ZoneInfo(timezone))
-    offset = local.utcoffset()
-    return (offset.total_seconds() if offset else 0.0), local.weekday()
+def _offset_at_hour(timezone: str, hour: int) -> float:
+    """UTC offset (seconds) of the local time at the start of UTC hour ``hour``."""
+    offset = datetime.fromtimestamp(hour * 3600.0, tz=UTC).astimezone(ZoneInfo(timezone)).utcoffset()
+    return offset.total_seconds() if offset else 0.0
 
 
 def local_offsets(epoch: FloatArray, timezone: str) -> FloatArray | float:
@@ -46,7 +45,7 @@ def local_offsets(epoch: FloatArray, timezone: str) -> FloatArray | float:
     first, last = int(np.floor(epoch.min() / 3600.0)), int(np.floor(epoch.max() / 3600.0))
     # One offset per hour in the span, looked up by position: sorting a block's million times to find its
     # distinct hours cost more than the rest of the shape.
-    offsets = np.array([_offset_at_hour(timezone, h)[0] for h in range(first, last + 1)])
+    offsets = np.array([_offset_at_hour(timezone, h) for h in range(first, last + 1)])
     if (offsets == offsets[0]).all():
         return float(offsets[0])
     return offsets[np.floor(epoch / 3600.0).astype(np.int64) - first]
