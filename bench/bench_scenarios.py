@@ -39,6 +39,7 @@ SCENARIOS = {
     "fleet-azure-conversation": ("tiers/fleet-azure-conversation.yaml", "workloads/fleet-azure-conversation.yaml"),
     "support-fleet-day": ("tiers/support-fleet-day.yaml", "workloads/support-fleet-day.yaml"),
     "batch-night": ("tiers/batch-night.yaml", "workloads/batch-night.yaml"),
+    "batch-ingest-day": ("tiers/batch-ingest-day.yaml", "workloads/batch-ingest-day.yaml"),
 }
 
 

@@ -23,10 +23,28 @@ of the tasks finished and would read as slower tasks.
 Once the queue is empty, instances beyond what the tasks in flight occupy are retired after
 ``RETIRE_AFTER_S``; nothing queued or in flight → 0. Until both figures are learned (the first burst), the
 burst is sized by ``queue_per_instance`` as without ``max_wait``.
+
+A trickle (work that one instance runs with slots to spare) is served in rounds, not by a worker kept on:
+
+- **Launch at the last safe moment.** With nothing ready or booting, a queue that one instance started
+  ``DEFER_MARGIN_S`` from now would still start by every deadline, even after the slowest measured boot,
+  waits; the queue grows meanwhile, and the instance comes up to a full round of work instead of idling
+  through the trickle's gaps.
+- **Switch off between rounds.** Once the queue is empty again and what runs fits one instance, the tier
+  goes to 0 at once: the worker finishes what it runs (a drain is a Celery warm shutdown) and the next
+  tasks wait for the next round. Only where that pays: a round costs a boot and the drain of its last
+  tasks (until the longest ends: W × H(c), the c-th harmonic number), and it buys the time from the
+  worker's going to the next one's coming (max_wait less the safety share, the margin and the slowest
+  boot, plus an average boot); the saving at a trickle of nothing, 1 − (B + drain) ÷ that, must be
+  ``MIN_CYCLE_SAVING`` at least. A trickle at utilisation ρ saves (1 − ρ) of it. So a 10-minute target
+  with 2–5 minute boots keeps its worker; a 30-minute or hourly one serves a trickle in rounds.
+
+Both need three measured boots: the last safe moment is only as safe as the slowest boot seen.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -47,6 +65,8 @@ SPARE = "batch.spare"
 _SLOTS, _TOTAL, _FLIGHT, _T, _READY = "batch.slots.", "batch.total", "batch.flight", "batch.t", "batch.ready"
 _DONE, _BUSY, _TASK = "batch.done", "batch.busy", "batch.task_s"
 BURST = 50  # tasks: a queue that grows past twice its size, by this many, is a burst
+DEFER_MARGIN_S = 30.0  # a launch put off to the last moment still has this in hand: a late tick, a slow API
+MIN_CYCLE_SAVING = 0.2  # the share of a kept worker's time that switching it off between rounds must save
 
 
 def learn(inp: PolicyInput) -> PolicyInput:
@@ -171,13 +191,28 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
         oldest = now - queue[0][0]
         text = (
             f"queue {num(depth)} (oldest {dur(oldest)}) within {dur(spec.max_wait)}: {num(round(mu * 60, 2))}"
-            f" tasks/min and {num(round(conc, 1))} at once per instance, boot {dur(boot)} → {need}"
+            f" tasks/min and {num(round(conc, 1))} at once per instance, boot {dur(boot)}"
         )
+        measured = samples(learned)
+        if current == 0 and measured:
+            slowest = max(measured)
+            late = DEFER_MARGIN_S + slowest
+            cumulative = itertools.accumulate(count for _, count in queue)
+            if all(ahead <= starts(at + budget - now - late) for (at, _), ahead in zip(queue, cumulative, strict=True)):
+                text += f"; one launched {dur(DEFER_MARGIN_S)} from now starts it in time after the slowest boot"
+                return Decision(0, f"{text} ({dur(slowest)}) → wait, 0", state, demand)
         if need > current:
-            return Decision(need, text, state, demand)
+            return Decision(need, f"{text} → {need}", state, demand)
         return Decision(current, f"{text}; {current} enough → hold {current}", state, demand)
     each = conc or 1.0
     busy = ceil_count(in_flight / each)
+    round_saves = _round_saving(spec.max_wait, task_time(learned), conc, samples(learned))
+    if current and busy <= 1 and round_saves >= MIN_CYCLE_SAVING:
+        text = (
+            f"queue 0, {num(in_flight)} in flight: the next tasks can wait for a new instance"
+            f" within {dur(spec.max_wait)} ({100 * round_saves:.0f}% of a kept worker's time saved)"
+        )
+        return Decision(0, f"{text} → 0 (what runs finishes)", state.with_condition(SPARE, False, now), demand)
     state = state.with_condition(SPARE, busy < current, now)
     if busy >= current:
         return Decision(current, f"queue 0, {num(in_flight)} in flight busy {current} → hold {current}", state, demand)
@@ -186,3 +221,18 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
     if held < RETIRE_AFTER_S:
         return Decision(current, f"{text} (retire after {dur(RETIRE_AFTER_S)}) → hold {current}", state, demand)
     return Decision(busy, f"{text} → {busy}", state, demand)
+
+
+def _round_saving(max_wait: float, task: float | None, slots: float | None, boots: list[float]) -> float:
+    """The share of a kept worker's time that serving a trickle in rounds saves (at a trickle of nothing):
+    1 − (boot + drain) ÷ (the time from the worker's going to the next one's ready). A round's new
+    instance is launched when the first task queued after the worker went can wait no longer: the budget
+    less the margin and the slowest boot, and it is ready an average boot later. A drained worker is billed
+    until the last of its tasks ends: W × H(c) for c tasks of exponential times (mean W), an upper bound for
+    task times less variable than that."""
+    if task is None or not slots or not boots:
+        return 0.0
+    mean = sum(boots) / len(boots)
+    drain = task * sum(1 / k for k in range(1, round(slots) + 1))
+    between = max_wait * (1 - SAFETY) - DEFER_MARGIN_S - max(boots) + mean
+    return 1 - (mean + drain) / between if between > 0 else 0.0

@@ -14,6 +14,7 @@ Never 0 while tasks are in flight. A missing signal holds: no scale-in, never to
 
 With ``max_wait`` set, bursts are sized to start every task within it and idle workers retire promptly
 (policies/batch.py); these rules size the first burst, before the throughput per instance is learned.
+There a trickle is served in rounds: the tier may go to 0 while the last worker finishes its tasks.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision:
     if spec.max_wait is not None:
         inp = batch.learn(inp)
         sized = batch.decide(spec, inp)
-        if sized is not None:
-            return _floor_in_flight(sized, inp.signals.in_flight)
+        if sized is not None:  # may be 0 with tasks in flight: a drained worker finishes them (batch.py)
+            return sized
     now, current = inp.now, inp.current
     depth, in_flight = inp.signals.queue_depth, inp.signals.in_flight
     qpi = spec.queue_per_instance

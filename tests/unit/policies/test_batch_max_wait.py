@@ -153,3 +153,73 @@ def test_the_slot_count_is_the_one_seen_most_not_the_highest() -> None:
     for t in range(7230, 7290, 10):
         run.tick(t, current=2, queue_depth=50, in_flight=40, arrivals=0)
     assert batch.slots(run.state.learned) == 8
+
+
+def test_a_trickle_at_zero_waits_for_the_last_safe_launch() -> None:
+    """Three boots of 3 minutes: a task queued at 8000 s is due at 8510 s (10 m less 15 %); one instance launched
+    30 s later still starts it after the slowest boot, until 8510 − 180 − 30 = 8300 s."""
+    run = measured_boots(learned_runner(), 120, 150, 180)
+    run.current = 0
+    first = run.tick(8000, current=0, queue_depth=1, in_flight=0, arrivals=1)
+    assert first.desired == 0
+    assert "one launched 30s from now starts it in time after the slowest boot (3m) → wait, 0" in first.reason
+    assert run.tick(8290, current=0, queue_depth=3, in_flight=0, arrivals=2).desired == 0
+    assert run.tick(8310, current=0, queue_depth=3, in_flight=0, arrivals=0).desired == 1
+
+
+def test_a_queue_one_instance_cannot_start_in_time_launches_at_once() -> None:
+    run = measured_boots(learned_runner(), 120, 150, 180)
+    run.current = 0
+    # one instance ready in 210 s starts 8 + 0.0889 × (510 − 210 − 45) = 30.7 by the deadline: 40 is more
+    assert run.tick(8000, current=0, queue_depth=40, in_flight=0, arrivals=40).desired == 2
+
+
+def test_without_three_measured_boots_nothing_waits() -> None:
+    run = learned_runner()
+    run.current = 0
+    assert run.tick(8000, current=0, queue_depth=1, in_flight=0, arrivals=1).desired == 1
+
+
+def hourly_target(max_wait: str) -> Runner:
+    run = measured_boots(learned_runner(), 180, 180, 180)
+    run.policy = spec(kind="scale-to-zero", max_wait=max_wait)
+    return run
+
+
+def test_a_long_max_wait_serves_a_trickle_in_rounds() -> None:
+    """max_wait 1h, boots of 3 minutes, 90 s tasks on 8 slots: a round buys 3060 − 30 − 180 + 180 = 3030 s for
+    a boot and a drain of 90 × H(8) = 245 s: 86 % saved. Once the queue is empty the worker drains at once."""
+    run = hourly_target("1h")
+    decision = run.tick(7230, current=1, queue_depth=0, in_flight=8, arrivals=0)
+    assert decision.desired == 0
+    assert "the next tasks can wait for a new instance within 1h (86% of a kept worker's time saved)" in (
+        decision.reason
+    )
+    assert "→ 0 (what runs finishes)" in decision.reason
+
+
+def test_a_short_max_wait_keeps_its_worker_for_a_trickle() -> None:
+    """10 minutes: a round buys 510 − 30 − 180 + 180 = 480 s for 180 + 245 s of boot and drain, 11 % saved,
+    under the 20 % a round must save: the worker stays while it has tasks."""
+    run = hourly_target("10m")
+    assert run.tick(7230, current=1, queue_depth=0, in_flight=3, arrivals=1).desired == 1
+
+
+def test_rounds_need_a_fifth_of_the_worker_saved() -> None:
+    """The saving is 20 % at 0.85 × max_wait − 30 = (180 + 245) ÷ 0.8 = 531 s: max_wait 10m59s or so."""
+    assert hourly_target("10m50s").tick(7230, current=1, queue_depth=0, in_flight=3, arrivals=1).desired == 1
+    assert hourly_target("11m10s").tick(7230, current=1, queue_depth=0, in_flight=3, arrivals=1).desired == 0
+
+
+def test_rounds_leave_busy_workers_alone() -> None:
+    """Two workers' worth of tasks in flight: the rule is for a trickle one worker runs, not for the tail of a
+    burst (its spare workers retire after a minute, as before)."""
+    run = hourly_target("1h")
+    assert run.tick(7230, current=3, queue_depth=0, in_flight=16, arrivals=0).desired == 3
+
+
+def test_draining_tasks_do_not_launch_a_worker() -> None:
+    """After the round's worker drains (it still runs 5 tasks) an empty queue asks for nothing."""
+    run = hourly_target("1h")
+    run.tick(7230, current=1, queue_depth=0, in_flight=8, arrivals=0)
+    assert run.tick(7260, current=0, queue_depth=0, in_flight=5, arrivals=0).desired == 0
