@@ -39,7 +39,8 @@ A trickle (work that one instance runs with slots to spare) is served in rounds,
   ``MIN_CYCLE_SAVING`` at least. A trickle at utilisation ρ saves (1 − ρ) of it. So a 10-minute target
   with 2–5 minute boots keeps its worker; a 30-minute or hourly one serves a trickle in rounds.
 
-Both need three measured boots: the last safe moment is only as safe as the slowest boot seen.
+Both apply only where rounds pay, and need three measured boots: the last safe moment is only as safe
+as the slowest boot seen. Elsewhere a queued task launches at once.
 """
 
 from __future__ import annotations
@@ -194,7 +195,8 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
             f" tasks/min and {num(round(conc, 1))} at once per instance, boot {dur(boot)}"
         )
         measured = samples(learned)
-        if current == 0 and measured:
+        rounds = _round_saving(spec.max_wait, task_time(learned), conc, measured) >= MIN_CYCLE_SAVING
+        if current == 0 and rounds:
             slowest = max(measured)
             late = DEFER_MARGIN_S + slowest
             cumulative = itertools.accumulate(count for _, count in queue)

@@ -155,35 +155,43 @@ def test_the_slot_count_is_the_one_seen_most_not_the_highest() -> None:
     assert batch.slots(run.state.learned) == 8
 
 
+def hourly_target(max_wait: str, *boots: float) -> Runner:
+    run = measured_boots(learned_runner(), *(boots or (180, 180, 180)))
+    run.policy = spec(kind="scale-to-zero", max_wait=max_wait)
+    return run
+
+
 def test_a_trickle_at_zero_waits_for_the_last_safe_launch() -> None:
-    """Three boots of 3 minutes: a task queued at 8000 s is due at 8510 s (10 m less 15 %); one instance launched
-    30 s later still starts it after the slowest boot, until 8510 − 180 − 30 = 8300 s."""
-    run = measured_boots(learned_runner(), 120, 150, 180)
+    """max_wait 30m, boots of 2–3 minutes: a task queued at 8000 s is due at 9530 s (less 15 %); one instance
+    launched 30 s later still starts it after the slowest boot until 9530 − 180 − 30 = 9320 s."""
+    run = hourly_target("30m", 120, 150, 180)
     run.current = 0
     first = run.tick(8000, current=0, queue_depth=1, in_flight=0, arrivals=1)
     assert first.desired == 0
     assert "one launched 30s from now starts it in time after the slowest boot (3m) → wait, 0" in first.reason
-    assert run.tick(8290, current=0, queue_depth=3, in_flight=0, arrivals=2).desired == 0
-    assert run.tick(8310, current=0, queue_depth=3, in_flight=0, arrivals=0).desired == 1
+    assert run.tick(9310, current=0, queue_depth=3, in_flight=0, arrivals=2).desired == 0
+    assert run.tick(9330, current=0, queue_depth=3, in_flight=0, arrivals=0).desired == 1
 
 
 def test_a_queue_one_instance_cannot_start_in_time_launches_at_once() -> None:
-    run = measured_boots(learned_runner(), 120, 150, 180)
+    run = hourly_target("30m", 120, 150, 180)
     run.current = 0
-    # one instance ready in 210 s starts 8 + 0.0889 × (510 − 210 − 45) = 30.7 by the deadline: 40 is more
-    assert run.tick(8000, current=0, queue_depth=40, in_flight=0, arrivals=40).desired == 2
+    # one instance ready in 210 s starts 8 + 0.0889 × (1530 − 210 − 45) = 121 by the deadline: 200 is more;
+    # launched now, each starts 126.7 on average over the measured boots: 200 ÷ 126.7 → 2
+    assert run.tick(8000, current=0, queue_depth=200, in_flight=0, arrivals=200).desired == 2
 
 
-def test_without_three_measured_boots_nothing_waits() -> None:
-    run = learned_runner()
+def test_where_rounds_do_not_pay_a_lone_task_launches_at_once() -> None:
+    run = hourly_target("10m", 120, 150, 180)
     run.current = 0
     assert run.tick(8000, current=0, queue_depth=1, in_flight=0, arrivals=1).desired == 1
 
 
-def hourly_target(max_wait: str) -> Runner:
-    run = measured_boots(learned_runner(), 180, 180, 180)
-    run.policy = spec(kind="scale-to-zero", max_wait=max_wait)
-    return run
+def test_without_three_measured_boots_nothing_waits() -> None:
+    run = learned_runner()
+    run.policy = spec(kind="scale-to-zero", max_wait="30m")
+    run.current = 0
+    assert run.tick(8000, current=0, queue_depth=1, in_flight=0, arrivals=1).desired == 1
 
 
 def test_a_long_max_wait_serves_a_trickle_in_rounds() -> None:
