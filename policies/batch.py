@@ -36,7 +36,7 @@ A trickle (work that one instance runs with slots to spare) is served in rounds,
   tasks (until the longest ends: W × H(c), the c-th harmonic number), and it buys the time from the
   worker's going to the next one's coming (max_wait less the safety share, the margin and the slowest
   boot, plus an average boot); the saving at a trickle of nothing, 1 − (B + drain) ÷ that, must be
-  ``MIN_CYCLE_SAVING`` at least. A trickle at utilisation ρ saves (1 − ρ) of it. So a 10-minute target
+  ``MIN_ROUND_SAVING`` at least. A trickle at utilisation ρ saves (1 − ρ) of it. So a 10-minute target
   with 2–5 minute boots keeps its worker; a 30-minute or hourly one serves a trickle in rounds.
 
 Both apply only where rounds pay, and need three measured boots: the last safe moment is only as safe
@@ -67,7 +67,7 @@ _SLOTS, _TOTAL, _FLIGHT, _T, _READY = "batch.slots.", "batch.total", "batch.flig
 _DONE, _BUSY, _TASK = "batch.done", "batch.busy", "batch.task_s"
 BURST = 50  # tasks: a queue that grows past twice its size, by this many, is a burst
 DEFER_MARGIN_S = 30.0  # a launch put off to the last moment still has this in hand: a late tick, a slow API
-MIN_CYCLE_SAVING = 0.2  # the share of a kept worker's time that switching it off between rounds must save
+MIN_ROUND_SAVING = 0.2  # the share of a kept worker's time that switching it off between rounds must save
 
 
 def learn(inp: PolicyInput) -> PolicyInput:
@@ -144,13 +144,15 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
         state = replace(state, learned={**queued, _TASK: task_time(learned) or 0.0})
     conc, task = slots(learned), state.learned.get(_TASK)
     demand = float(ceil_count(depth + in_flight))
+    measured = samples(learned)
+    round_saves = _round_saving(spec.max_wait, task_time(learned), conc, measured)
     if depth > 0:
         state = state.with_condition(SPARE, False, now)
         if not task or not conc:
             return None
         mu = conc / task
         boot = inp.boot_time if inp.boot_time is not None else DEFAULT_BOOT_S
-        boots = samples(learned) or [boot]
+        boots = measured or [boot]
         budget = spec.max_wait * (1 - SAFETY)
         ready = current - inp.booting
 
@@ -194,9 +196,7 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
             f"queue {num(depth)} (oldest {dur(oldest)}) within {dur(spec.max_wait)}: {num(round(mu * 60, 2))}"
             f" tasks/min and {num(round(conc, 1))} at once per instance, boot {dur(boot)}"
         )
-        measured = samples(learned)
-        rounds = _round_saving(spec.max_wait, task_time(learned), conc, measured) >= MIN_CYCLE_SAVING
-        if current == 0 and rounds:
+        if current == 0 and round_saves >= MIN_ROUND_SAVING:
             slowest = max(measured)
             late = DEFER_MARGIN_S + slowest
             cumulative = itertools.accumulate(count for _, count in queue)
@@ -208,14 +208,15 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
         return Decision(current, f"{text}; {current} enough → hold {current}", state, demand)
     each = conc or 1.0
     busy = ceil_count(in_flight / each)
-    round_saves = _round_saving(spec.max_wait, task_time(learned), conc, samples(learned))
-    if current and busy <= 1 and round_saves >= MIN_CYCLE_SAVING:
+    if current and busy <= 1 and round_saves >= MIN_ROUND_SAVING:
         text = (
             f"queue 0, {num(in_flight)} in flight: the next tasks can wait for a new instance"
             f" within {dur(spec.max_wait)} ({100 * round_saves:.0f}% of a kept worker's time saved)"
         )
         return Decision(0, f"{text} → 0 (what runs finishes)", state.with_condition(SPARE, False, now), demand)
     state = state.with_condition(SPARE, busy < current, now)
+    if not current:  # what runs is on draining workers, which finish it
+        return Decision(0, f"queue 0, {num(in_flight)} in flight on draining instances → hold 0", state, demand)
     if busy >= current:
         return Decision(current, f"queue 0, {num(in_flight)} in flight busy {current} → hold {current}", state, demand)
     held = state.held_for(SPARE, now)

@@ -230,4 +230,6 @@ def test_draining_tasks_do_not_launch_a_worker() -> None:
     """After the round's worker drains (it still runs 5 tasks) an empty queue asks for nothing."""
     run = hourly_target("1h")
     run.tick(7230, current=1, queue_depth=0, in_flight=8, arrivals=0)
-    assert run.tick(7260, current=0, queue_depth=0, in_flight=5, arrivals=0).desired == 0
+    decision = run.tick(7260, current=0, queue_depth=0, in_flight=5, arrivals=0)
+    assert decision.desired == 0
+    assert decision.reason == "queue 0, 5 in flight on draining instances → hold 0"
