@@ -71,8 +71,13 @@ def simulate_command(
     data = result_dict(result)
     if output is Format.table:
         console = report_console()
-        for table in result.report.tables():
-            console.print(table)
+        run_table, *baseline_tables = result.report.tables()
+        console.print(run_table)
+        if baselines:
+            for table in baseline_tables:
+                console.print(table)
+        else:  # empty tables of dashes would read as baselines that ran and found nothing
+            console.print("baselines: not run (--no-baselines)", highlight=False)
         for line in result.report.rollout_lines():
             console.print(line, highlight=False)
         for line in result.report.warnings:

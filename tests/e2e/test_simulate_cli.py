@@ -72,6 +72,8 @@ def test_table_output(tmp_path: Path) -> None:
     result = scalectl(tmp_path, "simulate", "-f", str(tiers), "--workload", str(workload), "--no-baselines")
     assert result.returncode == 0, result.stderr
     assert "web" in result.stdout and "total" in result.stdout and "controller:" in result.stdout
+    # no tables of dashes for baselines that did not run: one line says so
+    assert "baselines: not run (--no-baselines)" in result.stdout and "Baselines: cost" not in result.stdout
 
 
 def test_workload_tier_not_in_the_tiers_file_exits_2_naming_file_and_tier(tmp_path: Path) -> None:
