@@ -40,12 +40,16 @@ A trickle (work that one instance runs with slots to spare) is served in rounds,
   with 2–5 minute boots keeps its worker; a 30-minute or hourly one serves a trickle in rounds.
 
 Both apply only where rounds pay, and need three measured boots: the last safe moment is only as safe
-as the slowest boot seen. Elsewhere a queued task launches at once.
+as the slowest boot seen. Elsewhere a queued task launches at once. A tier whose load never builds a
+backlog never shows its slot count; there the most tasks one worker was seen running stands in for it (a
+floor: earlier launches, never later), for one instance at a time; more than one on that floor is left to
+the ``queue_per_instance`` rules, as before anything is learned.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -65,6 +69,7 @@ MIN_FINISHED = 20.0  # tasks finished (half-life sum) before the task time is tr
 SPARE = "batch.spare"
 _SLOTS, _TOTAL, _FLIGHT, _T, _READY = "batch.slots.", "batch.total", "batch.flight", "batch.t", "batch.ready"
 _DONE, _BUSY, _TASK = "batch.done", "batch.busy", "batch.task_s"
+_LEAST = "batch.least_slots"  # the most tasks one ready instance was seen running: a floor on its slots
 BURST = 50  # tasks: a queue that grows past twice its size, by this many, is a burst
 DEFER_MARGIN_S = 30.0  # a launch put off to the last moment still has this in hand: a late tick, a slow API
 MIN_ROUND_SAVING = 0.2  # the share of a kept worker's time that switching it off between rounds must save
@@ -98,6 +103,14 @@ def slots(learned: Mapping[str, float]) -> float | None:
     return float(max(seen, key=lambda key: (seen[key], key))[len(_SLOTS) :])
 
 
+def least_slots(learned: Mapping[str, float]) -> float | None:
+    """At least this many tasks run at once on one instance: the most seen running on one (decaying with
+    the task time's half-life), or None before any ran. A tier that never builds a backlog never shows its
+    slot count; this floor is what it has shown."""
+    seen = learned.get(_LEAST)
+    return float(max(1, math.floor(seen))) if seen else None
+
+
 def _learn(inp: PolicyInput, depth: float, in_flight: float) -> dict[str, float]:
     out = dict(inp.state.learned)
     ready = inp.current - inp.booting
@@ -113,6 +126,8 @@ def _learn(inp: PolicyInput, depth: float, in_flight: float) -> dict[str, float]
     # notice still run tasks and read high for a few ticks).
     steady = ready == out.get(_READY)
     out[_READY] = float(ready)
+    if steady and ready > 0:
+        out[_LEAST] = round(max(out.get(_LEAST, 0.0) * keep, in_flight / ready), 4)
     if steady and ready > 0 and depth >= max(1.0, in_flight / ready):
         for key in [key for key in out if key.startswith(_SLOTS)]:
             out[key] = round(out[key] * keep, 4)
@@ -142,7 +157,11 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
     state = replace(inp.state, learned=queued)
     if depth > 0 and (before == 0 or depth > 2 * before + BURST):  # a backlog or a burst begins
         state = replace(state, learned={**queued, _TASK: task_time(learned) or 0.0})
-    conc, task = slots(learned), state.learned.get(_TASK)
+    # Where no backlog ever showed the slot count, what ran on one instance is a floor: fewer starts per
+    # instance than it has, so earlier launches, never later. Only for one instance at a time (a trickle's
+    # rounds): sized on the floor, a burst would get several times the instances it needs.
+    shown = slots(learned)
+    conc, task = shown or least_slots(learned), state.learned.get(_TASK)
     demand = float(ceil_count(depth + in_flight))
     measured = samples(learned)
     round_saves = _round_saving(spec.max_wait, task_time(learned), conc, measured)
@@ -191,6 +210,8 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
                 each = expected(window, 0.0) or starts(spec.max_wait * SAFETY)
                 more = max(more, ceil_count(short / each))
         need = max(1, current + more)
+        if shown is None and need > max(1, current):
+            return None  # more than one instance on a floor of the slots: the queue_per_instance rules
         oldest = now - queue[0][0]
         text = (
             f"queue {num(depth)} (oldest {dur(oldest)}) within {dur(spec.max_wait)}: {num(round(mu * 60, 2))}"

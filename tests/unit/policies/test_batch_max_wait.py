@@ -233,3 +233,35 @@ def test_draining_tasks_do_not_launch_a_worker() -> None:
     decision = run.tick(7260, current=0, queue_depth=0, in_flight=5, arrivals=0)
     assert decision.desired == 0
     assert decision.reason == "queue 0, 5 in flight on draining instances → hold 0"
+
+
+def never_queued(max_wait: str) -> Runner:
+    """A light trickle: one task every 30 s, three running on the one worker, nothing ever queued: the slot
+    count never shows (no backlog), only that a worker runs three at least."""
+    run = measured_boots(
+        Runner(spec(kind="scale-to-zero", max_wait=max_wait), bounds=Bounds(min=0, max=64)), 180, 180, 180
+    )
+    for t in range(0, 1800, 30):
+        run.tick(t, current=1, queue_depth=0, in_flight=3, arrivals=1)
+    return run
+
+
+def test_a_tier_that_never_queues_serves_its_trickle_in_rounds_on_a_floor_of_its_slots() -> None:
+    run = never_queued("1h")
+    learned = run.state.learned
+    assert batch.slots(learned) is None and batch.least_slots(learned) == 3
+    decision = run.decisions[-1]
+    # drain 90 × H(3) = 165 s; a round buys 3060 − 30 − 180 + 180 = 3030 s: 1 − 345 ÷ 3030 = 89 %
+    assert decision.desired == 0
+    assert "(89% of a kept worker's time saved) → 0" in decision.reason
+
+
+def test_a_burst_before_the_slots_show_is_sized_by_queue_per_instance_as_before() -> None:
+    """Between rounds (no worker up) 500 tasks arrive. On the floor of 3 slots each new instance would start
+    3 + 3/90 × (3060 − 180 − 45) = 97.5 by the deadline: 6 instances, and on a floor far below the true count
+    many more. More than one instance on the floor is left to the queue_per_instance rules (500 ÷ 20), as
+    when nothing is learned, until a backlog on a ready worker shows its slots."""
+    run = never_queued("1h")
+    assert run.current == 0
+    run.tick(1800, current=0, queue_depth=500, in_flight=0, arrivals=500)
+    assert run.tick(1830, current=0, queue_depth=500, in_flight=0, arrivals=0).desired == 25
