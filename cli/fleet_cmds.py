@@ -117,12 +117,14 @@ def register(app: typer.Typer) -> None:
             recent = store.decisions(name, limit=decisions)
             instances = store.instances(name)
             status = next((r for r in fleet_status(store, _now(store)) if r["tier"] == name), {})
-            from controller.capacity_view import learned_capacity  # the tiers-file models: describe only
+            from controller.capacity_view import learned_batch, learned_capacity  # tiers-file models: describe only
             from tiers.config import TierSpec
 
             now = _now(store)
             state = store.policy_states().get(name, (PolicyState(), None))[0]
-            capacity = learned_capacity(TierSpec.model_validate(specs[name]), state)
+            tier_spec = TierSpec.model_validate(specs[name])
+            capacity = learned_capacity(tier_spec, state)
+            batch_view = learned_batch(tier_spec, state)
             from controller.rollout_status import rollout_status
 
             rollout = rollout_status(store, name)
@@ -142,6 +144,7 @@ def register(app: typer.Typer) -> None:
             "signal_error_counts": error_counts,
             "signal_sources": held_by,
             "capacity": capacity,
+            "batch": batch_view,
             "rollout": rollout,
             "instances": [
                 {
@@ -175,6 +178,8 @@ def register(app: typer.Typer) -> None:
         if capacity is not None:
             shown = {k: v for k, v in capacity.items() if k != "observations"}
             emit(shown, Format.table, title="capacity per instance (target tracking)")
+        if batch_view is not None:
+            emit(batch_view, Format.table, title="batch sizing (max_wait): learned")
         if rollout is not None:
             emit(rollout, Format.table, title="rollout (scalectl rollout status)")
         if errors:

@@ -1,14 +1,15 @@
-"""What a tier's target tracking has learned, for `scalectl describe tier` and the daemon's /metrics."""
+"""What a tier's policy has learned, for `scalectl describe tier` and the daemon's /metrics: target tracking's
+capacity per instance, or a batch tier's task time, slots and rounds (``max_wait``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from policies import hysteresis
-from policies.boot import boot_time
+from policies import batch, hysteresis
+from policies.boot import boot_time, samples
 from policies.capacity import estimate, service_time, summary
 from policies.prior import capacity_prior, compute_prior
-from policies.spec import ReactiveRules
+from policies.spec import ReactiveRules, ScaleToZeroPolicy
 from policies.types import PolicyState
 from tiers.config import TierSpec
 
@@ -54,3 +55,28 @@ def learned_capacity(tier: TierSpec, state: PolicyState) -> dict[str, Any] | Non
 
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value)
+
+
+def learned_batch(tier: TierSpec, state: PolicyState) -> dict[str, Any] | None:
+    """A ``max_wait`` batch tier's learned figures and whether it serves a trickle in rounds; None for other
+    tiers. Unknown figures are None (the policy sizes by ``queue_per_instance`` until they are learned)."""
+    policy = tier.policy
+    if not isinstance(policy, ScaleToZeroPolicy) or policy.max_wait is None:
+        return None
+    learned = state.learned
+    task, shown, floor = batch.task_time(learned), batch.slots(learned), batch.least_slots(learned)
+    slots = shown or floor
+    boots = samples(learned)
+    saving = batch.round_saving(policy.max_wait, task, slots, boots)
+    return {
+        "max_wait_s": policy.max_wait,
+        "task_time_s": None if task is None else round(task, 1),
+        "slots_per_instance": shown,
+        # the most tasks one instance was seen running: stands in for the slots until a backlog shows them
+        "slots_at_least": floor,
+        "tasks_per_minute_per_instance": None if not (task and slots) else round(slots / task * 60, 2),
+        "boot_time_s": boot_time(learned),
+        "boots_measured": len(boots),
+        "round_saving": round(saving, 3),
+        "rounds": saving >= batch.MIN_ROUND_SAVING,  # a trickle served in rounds (policies/batch.py)
+    }

@@ -164,7 +164,7 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
     conc, task = shown or least_slots(learned), state.learned.get(_TASK)
     demand = float(ceil_count(depth + in_flight))
     measured = samples(learned)
-    round_saves = _round_saving(spec.max_wait, task_time(learned), conc, measured)
+    round_saves = round_saving(spec.max_wait, task_time(learned), conc, measured)
     if depth > 0:
         state = state.with_condition(SPARE, False, now)
         if not task or not conc:
@@ -247,7 +247,7 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
     return Decision(busy, f"{text} → {busy}", state, demand)
 
 
-def _round_saving(max_wait: float, task: float | None, slots: float | None, boots: list[float]) -> float:
+def round_saving(max_wait: float, task: float | None, slots: float | None, boots: list[float]) -> float:
     """The share of a kept worker's time that serving a trickle in rounds saves (at a trickle of nothing):
     1 − (boot + drain) ÷ (the time from the worker's going to the next one's ready). A round's new
     instance is launched when the first task queued after the worker went can wait no longer: the budget

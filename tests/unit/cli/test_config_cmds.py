@@ -166,3 +166,30 @@ def test_describe_tier_shows_capacity_per_instance_and_what_was_learned(cli: Cli
     assert code == 0 and "capacity per instance (target tracking)" in out and "breached from 120" in out
     code, out, _ = run(cli, "describe", "tier", "research", "-o", "json")
     assert json.loads(out)["capacity"] is None  # scale-to-zero tracks no capacity
+    assert json.loads(out)["batch"] is None  # nor, without max_wait, learns task times
+
+
+def test_describe_tier_shows_what_a_max_wait_batch_tier_learned(cli: CliRunner) -> None:
+    from cli.context import open_store, settings
+    from policies.types import PolicyState
+    from tests.unit.policies.test_batch_max_wait import learned_runner, measured_boots
+
+    batch_night = EXAMPLE.parent / "tiers" / "batch-night.yaml"  # `max_wait: 10m` only
+    run(cli, "apply", "-f", str(batch_night))
+    code, out, _ = run(cli, "describe", "tier", "research", "-o", "json")
+    view = json.loads(out)["batch"]
+    assert code == 0 and view["max_wait_s"] == 600.0
+    assert view["task_time_s"] is None and view["slots_per_instance"] is None and view["rounds"] is False
+    # two hours of four busy workers (90 s tasks, 8 slots), three measured boots of 3 minutes
+    learned = measured_boots(learned_runner(), 180, 180, 180).state.learned
+    store = open_store(settings())
+    with store.sessions.begin() as session:
+        store.save_policy_state(session, "research", PolicyState(learned=learned), 4, 1.0)
+    code, out, _ = run(cli, "describe", "tier", "research", "-o", "json")
+    view = json.loads(out)["batch"]
+    assert abs(view["task_time_s"] - 90) < 1 and view["slots_per_instance"] == 8.0
+    assert view["boots_measured"] == 3 and view["boot_time_s"] == 180
+    assert view["round_saving"] == pytest.approx(0.11, abs=0.01) and view["rounds"] is False  # 10 minutes: kept
+    code, out, _ = run(cli, "describe", "tier", "research")
+    assert code == 0 and "batch sizing (max_wait): learned" in out
+    assert json.loads(run(cli, "describe", "tier", "research", "-o", "json")[1])["capacity"] is None
