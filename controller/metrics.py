@@ -16,7 +16,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from controller.capacity_view import learned_capacity
+from controller.capacity_view import learned_batch, learned_capacity
 from domain.instance import InstanceState
 from policies.types import PolicyState
 
@@ -171,6 +171,18 @@ class DaemonMetrics:
             ["tier", "source"],
             registry=r,
         )
+        self.batch_task = Gauge(
+            "scalectl_tier_batch_task_seconds",
+            "A max_wait batch tier's learned task time (Little's law); absent until enough tasks finished",
+            ["tier"],
+            registry=r,
+        )
+        self.batch_rounds = Gauge(
+            "scalectl_tier_batch_rounds",
+            "1 where a max_wait batch tier serves a trickle in rounds (workers off between them), else 0",
+            ["tier"],
+            registry=r,
+        )
         self.activator_held = Gauge(
             "scalectl_activator_requests_held",
             "Requests the activator holds for a tier with no ready instance (absent: no activator)",
@@ -242,16 +254,24 @@ class DaemonMetrics:
 
     def observe_capacity(self, store: Store, tiers: Collection[str] | None = None) -> None:
         """Capacity per instance at the TTFT target: the prior and what the policy uses (learned or prior);
+        for ``max_wait`` batch tiers, the learned task time and whether they serve a trickle in rounds;
         sharded, of ``tiers`` only (this daemon's)."""
         specs, states = store.active_tiers(), store.policy_states()
-        self.capacity.clear()
+        for gauge in (self.capacity, self.batch_task, self.batch_rounds):
+            gauge.clear()
         for tier, spec in specs.items():
             if tiers is not None and tier not in tiers:
                 continue
-            view = learned_capacity(spec, states.get(tier, (PolicyState(), 0))[0])
+            state = states.get(tier, (PolicyState(), 0))[0]
+            view = learned_capacity(spec, state)
             if view is not None:
                 self.capacity.labels(tier, "prior").set(view["prior"])
                 self.capacity.labels(tier, "used").set(view["capacity_per_instance"])
+            batch_view = learned_batch(spec, state)
+            if batch_view is not None:
+                if batch_view["task_time_s"] is not None:  # unknown is absent, never 0
+                    self.batch_task.labels(tier).set(batch_view["task_time_s"])
+                self.batch_rounds.labels(tier).set(1 if batch_view["rounds"] else 0)
 
     def observe_leadership(self, leader: bool, epoch: int | None, tiers: int) -> None:
         self.leader.set(1 if leader else 0)

@@ -1,4 +1,4 @@
-"""The daemon's /metrics: the capacity gauge of target-tracking tiers."""
+"""The daemon's /metrics: the capacity gauge of target-tracking tiers, the learned figures of batch tiers."""
 
 from __future__ import annotations
 
@@ -31,3 +31,26 @@ def test_capacity_per_instance_is_a_gauge_per_target_tracking_tier() -> None:
     assert 'scalectl_tier_capacity_per_instance{source="prior",tier="orchestrator"} 160.0' in text_out
     assert 'scalectl_tier_capacity_per_instance{source="used",tier="orchestrator"} 96.0' in text_out
     assert 'tier="research"' not in text_out.split("scalectl_tier_capacity_per_instance", 1)[1].split("# HELP", 1)[0]
+
+
+def test_a_max_wait_batch_tier_shows_its_task_time_and_whether_it_serves_in_rounds() -> None:
+    from tests.unit.policies.test_batch_max_wait import learned_runner, measured_boots
+
+    config, text = load_config(EXAMPLE.parent / "tiers" / "batch-night.yaml")  # max_wait: 10m
+    engine = make_engine("sqlite://")
+    Base.metadata.create_all(engine)
+    store = Store(engine)
+    store.apply_config(config, text, "test", 0.0)
+    metrics = DaemonMetrics()
+    metrics.observe_capacity(store)
+    text_out = generate_latest(metrics.registry).decode()
+    assert 'scalectl_tier_batch_rounds{tier="research"} 0.0' in text_out
+    assert 'scalectl_tier_batch_task_seconds{tier="research"}' not in text_out  # nothing learned: absent, not 0
+    learned = measured_boots(learned_runner(), 180, 180, 180).state.learned  # 90 s tasks, 8 slots
+    with store.sessions.begin() as session:
+        store.save_policy_state(session, "research", PolicyState(learned=learned), 4, 1.0)
+    metrics.observe_capacity(store)
+    text_out = generate_latest(metrics.registry).decode()
+    task = float(text_out.split('scalectl_tier_batch_task_seconds{tier="research"} ', 1)[1].split()[0])
+    assert abs(task - 90) < 1
+    assert 'scalectl_tier_batch_rounds{tier="research"} 0.0' in text_out  # 10 minutes: the worker is kept
