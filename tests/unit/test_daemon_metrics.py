@@ -34,7 +34,7 @@ def test_capacity_per_instance_is_a_gauge_per_target_tracking_tier() -> None:
 
 
 def test_a_max_wait_batch_tier_shows_its_task_time_and_whether_it_serves_in_rounds() -> None:
-    from tests.unit.policies.test_batch_max_wait import learned_runner, measured_boots
+    from tests.unit.policies.batch_learned import learned_runner, measured_boots
 
     config, text = load_config(EXAMPLE.parent / "tiers" / "batch-night.yaml")  # max_wait: 10m
     engine = make_engine("sqlite://")

@@ -172,7 +172,7 @@ def test_describe_tier_shows_capacity_per_instance_and_what_was_learned(cli: Cli
 def test_describe_tier_shows_what_a_max_wait_batch_tier_learned(cli: CliRunner) -> None:
     from cli.context import open_store, settings
     from policies.types import PolicyState
-    from tests.unit.policies.test_batch_max_wait import learned_runner, measured_boots
+    from tests.unit.policies.batch_learned import learned_runner, measured_boots
 
     batch_night = EXAMPLE.parent / "tiers" / "batch-night.yaml"  # `max_wait: 10m` only
     run(cli, "apply", "-f", str(batch_night))

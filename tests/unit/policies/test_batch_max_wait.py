@@ -2,26 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from policies import batch
 from policies.types import Bounds
+from tests.unit.policies.batch_learned import MU, POLICY, learned_runner, measured_boots
 from tests.unit.policies.helpers import Runner, spec
-
-POLICY = spec(kind="scale-to-zero", max_wait="10m", queue_per_instance=20)
-
-
-MU = 8 / 90  # tasks per instance-second: 8 slots, 90 s per task
-
-
-def learned_runner() -> Runner:
-    """Four busy workers, 8 tasks each, 90 s per task, for two hours with a few tasks always waiting; then
-    the queue empties (its clock stops) while they finish what they run."""
-    run = Runner(POLICY, bounds=Bounds(min=0, max=64), current=4)
-    for t in range(0, 7200, 30):
-        run.tick(t, current=4, queue_depth=8, in_flight=32, arrivals=4 * MU * 30)
-    run.tick(7200, current=4, queue_depth=0, in_flight=32, arrivals=4 * MU * 30 - 8)
-    return run
 
 
 def test_before_throughput_is_known_the_burst_is_sized_by_queue_per_instance() -> None:
@@ -35,11 +19,6 @@ def test_the_task_time_and_the_slots_give_the_throughput() -> None:
     assert batch.slots(learned) == 8
     throughput = batch.throughput(learned)
     assert throughput is not None and abs(throughput - MU) < 1e-3
-
-
-def measured_boots(run: Runner, *seconds: float) -> Runner:
-    run.state = replace(run.state, learned={**run.state.learned, **{f"boot.s.{i}": b for i, b in enumerate(seconds)}})
-    return run
 
 
 def test_a_burst_gets_the_fewest_instances_that_start_it_within_max_wait() -> None:
