@@ -136,7 +136,7 @@ class Fleet:
         self.meters[tier].interruptions += len(gone & (ready_set | drain_set))
         self._members[tier] = (ready_set - gone, drain_set - gone)
         pool = self.serving.get(tier) or self.batch[tier]
-        return pool.interrupt(gone, now)
+        return pool.interrupt(sorted(gone), now)  # sorted: the retry order must not follow string hashing
 
     def bill(self, tier: str, t0: float, t1: float, instances: int) -> None:
         """Instances billed over [t0, t1) (provisioning included), as the cloud counts them."""
