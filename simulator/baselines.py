@@ -9,6 +9,8 @@
 * skyserve: SkyServe's request-rate autoscaler (``simulator.baseline_policies.SkyServe``) with its default
   delays, its target qps per replica from a one-replica load test (the rate one instance serves at TTFT p95
   within the target); serving tiers only;
+* every baseline's retired instances drain as ours do: billed until what they run ends, at most the tier's
+  ``drain_timeout`` (long batch tasks make that a real cost);
 * oracle: a lower bound on cost — every minute the fewest instances at which the SLO the report scores holds
   (``slo_goal`` of requests with TTFT within the target) for that minute's load, with no provisioning delay
   and perfect packing (batch: task-seconds / concurrency).
@@ -32,8 +34,10 @@ from simulator.workloads.shapes import evaluate
 from simulator.workloads.sources import BatchTasks, PoissonSource, TraceSource
 from simulator.workloads.spec import BatchLoad, PoissonLoad, SessionsLoad, TraceLoad, Workload
 from sizing.plan import make_plan
+from tiers.config import TierSpec
 
 DEFAULT_PROVISIONING_DELAY_S = 180.0
+DEFAULT_DRAIN_TIMEOUT_S = float(TierSpec.model_fields["drain_timeout"].default)  # where the settings carry none
 DEFAULT_SLO_GOAL = 0.995  # share of requests with TTFT within the target that the oracle holds
 NEED_STEP_S = 60.0  # the oracle re-decides every minute
 BURST_WINDOW_S = 10.0  # traces: each minute is sized for its busiest 10 seconds
@@ -53,6 +57,9 @@ class BaselineSettings:
     tick_s: float = 5.0
     max_instances: int = 1000
     bounds: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # tier -> (min, max) from the tiers file
+    # tier -> drain_timeout from the tiers file: a retired instance is billed until what it runs ends, at most
+    # this long (the reconciler's drain); the tiers file's default where a tier has none here
+    drain_timeout_s: Mapping[str, float] = field(default_factory=dict)
 
     def bounds_of(self, tier: str, floor: int) -> tuple[int, int]:
         low, high = self.bounds.get(tier, (0, self.max_instances))
@@ -128,6 +135,9 @@ def run_counts(
     fleet = Fleet(workload, models)
     ready: dict[str, list[str]] = {}
     pending: dict[str, deque[tuple[float, str]]] = {name: deque() for name in models}
+    # retired instances still finishing their work: billed (as the reconciler's drain bills them) until it
+    # ends or the tier's drain timeout passes; instance -> when its drain began
+    draining: dict[str, dict[str, float]] = {name: {} for name in models}
     counter = 0
     for name in models:
         ready[name] = [f"{name}-{i}" for i in range(initial.get(name, 0))]
@@ -140,7 +150,10 @@ def run_counts(
         if poll:
             next_poll += poll_s
         for name in models:
-            draining: list[str] = []
+            drains = draining[name]
+            timeout = settings.drain_timeout_s.get(name, DEFAULT_DRAIN_TIMEOUT_S)
+            for iid in [i for i, since in drains.items() if t - since >= timeout or fleet.work_on(name, i) == 0]:
+                del drains[iid]
             queue = pending[name]
             if poll:
                 current = len(ready[name]) + len(queue)
@@ -153,12 +166,12 @@ def run_counts(
                     queue.pop()  # cancel what is still provisioning first
                     current -= 1
                 while current > desired and ready[name]:
-                    draining.append(ready[name].pop())
+                    drains[ready[name].pop()] = t
                     current -= 1
             while queue and queue[0][0] <= t + 1e-9:
                 ready[name].append(queue.popleft()[1])
-            fleet.set_instances(name, ready[name], draining, t)
-            fleet.bill(name, t, t1, len(ready[name]) + len(queue) + len(draining))
+            fleet.set_instances(name, ready[name], list(drains), t)
+            fleet.bill(name, t, t1, len(ready[name]) + len(queue) + len(drains))
         fleet.advance(t, t1)
         t = t1
     return fleet

@@ -145,6 +145,7 @@ def simulate(
         tick_s=opts.tick_s,
         slo_goal=opts.slo_goal,
         bounds={name: (config.tiers[name].min, config.tiers[name].max) for name in workload.tiers},
+        drain_timeout_s={name: config.tiers[name].drain_timeout for name in workload.tiers},
     )
     pending: concurrent.futures.Future[Baselines] | None = None
     pool: concurrent.futures.ProcessPoolExecutor | None = None

@@ -172,3 +172,41 @@ def test_a_bursty_trace_sizes_each_minute_for_its_busiest_ten_seconds(tier, tmp_
     full = need[1:-1]  # the first and last minutes may split a burst
     assert set(full.tolist()) <= {np.ceil(180.0 / per_instance), np.ceil(180.0 / per_instance) + 1}
     assert full.min() >= 3 * np.ceil(30.0 / per_instance)  # what the minute's average asks for is far less
+
+
+LONG_TASKS = """
+seed: 3
+start: 2026-03-16T00:00:00+00:00
+duration: 2h
+tiers:
+  jobs:
+    kind: batch
+    bursts: [{at: 10m, tasks: 64, over: 1m}]
+    task_time: {mean: 20m, cv: 0.5}
+    concurrency: 8
+    wait_target: 30m
+"""
+
+
+def test_a_retired_instance_is_billed_until_its_tasks_end_at_most_the_drain_timeout(tier) -> None:
+    """Eight workers take a burst of 20-minute tasks; at 15 minutes the count drops to 0. Each worker drains
+    as the reconciler's drain does: billed until its last task ends (its work goes on), at most the tier's
+    drain timeout. Before, a retired worker was billed for the tick it was retired in, then ran for free."""
+    w = parse_workload(LONG_TASKS)
+    models = tier_models(w, {"jobs": tier()})
+
+    def eight_then_none(_name: str, t: float, _signals: object, _current: int) -> int:
+        return 8 if t < 900 else 0
+
+    def billed_hours(timeout: float) -> float:
+        cfg = BaselineSettings(drain_timeout_s={"jobs": timeout})
+        fleet = run_counts(w, models, eight_then_none, cfg, poll_s=15.0, initial={"jobs": 8}, delay_s=0.0)
+        return fleet.meters["jobs"].billed_seconds / 3600
+
+    worked = 8 * 900 / 3600  # the 15 minutes before the scale-in
+    at_once = billed_hours(0.0)  # a drain timeout of 0: billed for the tick it is retired in, as before
+    capped = billed_hours(600.0)
+    whole = billed_hours(7200.0)
+    assert at_once == pytest.approx(worked + 8 * 5 / 3600)  # one 5-second tick
+    assert capped == pytest.approx(worked + 8 * 600 / 3600, rel=0.02)  # every worker still ran after 10 minutes
+    assert worked + 8 * 600 / 3600 < whole < worked + 8 * 7200 / 3600  # until the last task of each ends
