@@ -210,3 +210,17 @@ def test_a_retired_instance_is_billed_until_its_tasks_end_at_most_the_drain_time
     assert at_once == pytest.approx(worked + 8 * 5 / 3600)  # one 5-second tick
     assert capped == pytest.approx(worked + 8 * 600 / 3600, rel=0.02)  # every worker still ran after 10 minutes
     assert worked + 8 * 600 / 3600 < whole < worked + 8 * 7200 / 3600  # until the last task of each ends
+
+
+def test_work_still_running_when_the_drain_timeout_passes_is_cut_and_retried(tier) -> None:
+    """As the reconciler deletes a draining instance past its timeout: what it still runs goes back to the
+    queue (retried), it does not finish unbilled."""
+    w = parse_workload(LONG_TASKS)
+    models = tier_models(w, {"jobs": tier()})
+
+    def eight_then_none(_name: str, t: float, _signals: object, _current: int) -> int:
+        return 8 if t < 900 else 0
+
+    cfg = BaselineSettings(drain_timeout_s={"jobs": 60.0})
+    fleet = run_counts(w, models, eight_then_none, cfg, poll_s=15.0, initial={"jobs": 8}, delay_s=0.0)
+    assert fleet.batch["jobs"].record.retries > 0
