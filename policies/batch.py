@@ -48,7 +48,6 @@ the ``queue_per_instance`` rules, as before anything is learned.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import replace
@@ -199,10 +198,15 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
 
         # FIFO: every cohort starts once all before it have; each must start by its own deadline
         queue = queue_ages.cohorts(state.learned)
-        ahead, more = 0.0, 0
+        # Rounds: whether one instance launched DEFER_MARGIN_S from now, after the slowest measured boot,
+        # still starts every cohort by its deadline (then the launch waits for the last safe moment)
+        can_wait = current == 0 and round_saves >= MIN_ROUND_SAVING
+        slowest = max(measured) if can_wait else math.inf
+        ahead, more, waits = 0.0, 0, can_wait
         for queued_at, count in queue:
             ahead += count
             window = queued_at + budget - now
+            waits = waits and ahead <= starts(window - DEFER_MARGIN_S - slowest)
             if expected(window, 0.0) <= 0:  # too late for any boot: as soon as a new instance can
                 window = max(window, boot + spec.max_wait * SAFETY)
             short = ahead - covered(window)
@@ -217,13 +221,9 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
             f"queue {num(depth)} (oldest {dur(oldest)}) within {dur(spec.max_wait)}: {num(round(mu * 60, 2))}"
             f" tasks/min and {num(round(conc, 1))} at once per instance, boot {dur(boot)}"
         )
-        if current == 0 and round_saves >= MIN_ROUND_SAVING:
-            slowest = max(measured)
-            late = DEFER_MARGIN_S + slowest
-            cumulative = itertools.accumulate(count for _, count in queue)
-            if all(ahead <= starts(at + budget - now - late) for (at, _), ahead in zip(queue, cumulative, strict=True)):
-                text += f"; one launched {dur(DEFER_MARGIN_S)} from now starts it in time after the slowest boot"
-                return Decision(0, f"{text} ({dur(slowest)}) → wait, 0", state, demand)
+        if waits:
+            text += f"; one launched {dur(DEFER_MARGIN_S)} from now starts it in time after the slowest boot"
+            return Decision(0, f"{text} ({dur(slowest)}) → wait, 0", state, demand)
         if need > current:
             return Decision(need, f"{text} → {need}", state, demand)
         return Decision(current, f"{text}; {current} enough → hold {current}", state, demand)
