@@ -152,10 +152,12 @@ def run_counts(
         for name in models:
             drains = draining[name]
             timeout = settings.drain_timeout_s.get(name, DEFAULT_DRAIN_TIMEOUT_S)
-            for iid in [i for i, since in drains.items() if t - since >= timeout or fleet.work_on(name, i) == 0]:
-                del drains[iid]
-                if fleet.work_on(name, iid) > 0:  # deleted past its drain timeout: its work is cut, retried
-                    fleet.interrupt(name, [iid], t)
+            for iid, since in list(drains.items()):
+                work = fleet.work_on(name, iid)
+                if work == 0 or t - since >= timeout:
+                    del drains[iid]
+                    if work > 0:  # deleted past its drain timeout: its work is cut and retried
+                        fleet.interrupt(name, [iid], t)
             queue = pending[name]
             if poll:
                 current = len(ready[name]) + len(queue)

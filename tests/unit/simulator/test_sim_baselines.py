@@ -15,7 +15,7 @@ from simulator.baselines import (
     static_count,
 )
 from simulator.capacity import capacity_for
-from simulator.fleet import tier_models
+from simulator.fleet import Fleet, tier_models
 from simulator.report import outcomes
 from simulator.workloads.spec import parse_workload
 from sizing.plan import make_plan
@@ -188,20 +188,26 @@ tiers:
 """
 
 
-def test_a_retired_instance_is_billed_until_its_tasks_end_at_most_the_drain_timeout(tier) -> None:
-    """Eight workers take a burst of 20-minute tasks; at 15 minutes the count drops to 0. Each worker drains
-    as the reconciler's drain does: billed until its last task ends (its work goes on), at most the tier's
-    drain timeout. Before, a retired worker was billed for the tick it was retired in, then ran for free."""
+def _eight_then_retired(tier, drain_timeout: float) -> Fleet:
+    """Eight workers take a burst of 20-minute tasks; at 15 minutes the count drops to 0 and they drain
+    with this timeout: the fleet after the run."""
     w = parse_workload(LONG_TASKS)
     models = tier_models(w, {"jobs": tier()})
 
     def eight_then_none(_name: str, t: float, _signals: object, _current: int) -> int:
         return 8 if t < 900 else 0
 
+    cfg = BaselineSettings(drain_timeout_s={"jobs": drain_timeout})
+    return run_counts(w, models, eight_then_none, cfg, poll_s=15.0, initial={"jobs": 8}, delay_s=0.0)
+
+
+def test_a_retired_instance_is_billed_until_its_tasks_end_at_most_the_drain_timeout(tier) -> None:
+    """Each worker drains as the reconciler's drain does: billed until its last task ends (its work goes on),
+    at most the tier's drain timeout. Before, a retired worker was billed for the tick it was retired in,
+    then ran for free."""
+
     def billed_hours(timeout: float) -> float:
-        cfg = BaselineSettings(drain_timeout_s={"jobs": timeout})
-        fleet = run_counts(w, models, eight_then_none, cfg, poll_s=15.0, initial={"jobs": 8}, delay_s=0.0)
-        return fleet.meters["jobs"].billed_seconds / 3600
+        return float(_eight_then_retired(tier, timeout).meters["jobs"].billed_seconds) / 3600
 
     worked = 8 * 900 / 3600  # the 15 minutes before the scale-in
     at_once = billed_hours(0.0)  # a drain timeout of 0: billed for the tick it is retired in, as before
@@ -215,12 +221,4 @@ def test_a_retired_instance_is_billed_until_its_tasks_end_at_most_the_drain_time
 def test_work_still_running_when_the_drain_timeout_passes_is_cut_and_retried(tier) -> None:
     """As the reconciler deletes a draining instance past its timeout: what it still runs goes back to the
     queue (retried), it does not finish unbilled."""
-    w = parse_workload(LONG_TASKS)
-    models = tier_models(w, {"jobs": tier()})
-
-    def eight_then_none(_name: str, t: float, _signals: object, _current: int) -> int:
-        return 8 if t < 900 else 0
-
-    cfg = BaselineSettings(drain_timeout_s={"jobs": 60.0})
-    fleet = run_counts(w, models, eight_then_none, cfg, poll_s=15.0, initial={"jobs": 8}, delay_s=0.0)
-    assert fleet.batch["jobs"].record.retries > 0
+    assert _eight_then_retired(tier, 60.0).batch["jobs"].record.retries > 0
