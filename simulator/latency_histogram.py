@@ -36,6 +36,11 @@ class LatencyHistogram:
         self._counts -= counts
         self._total -= int(counts.sum())
 
+    def copy(self) -> LatencyHistogram:
+        twin = LatencyHistogram()
+        twin._counts, twin._total = self._counts.copy(), self._total
+        return twin
+
     @property
     def total(self) -> int:
         return self._total

@@ -71,8 +71,12 @@ class ClosedSource(Protocol):
 def least_connections(loads: np.ndarray, n: int) -> IntArray:
     """Which of ``len(loads)`` instances each of ``n`` arrivals goes to, in order (nginx ``least_conn``).
 
-    Each arrival goes to the instance with the fewest connections so far, ties to the lowest index.
-    Connections finishing during the tick are not subtracted (routing sees counts from the tick start).
+    How many each instance takes is least-connections over the tick: the arrivals level the connection
+    counts from the tick's start, the emptiest first (ties to the lowest index). When each takes them is
+    spread evenly over the tick: connections finish all through it, so nginx's choice moves between the
+    instances with every arrival. Handing the tick's arrivals out in arrival order instead (the first
+    dozens all to whichever instance started the tick emptiest) made bursts no balancer makes: 14 instances
+    at 28.6 req/s each met 90% of a 500 ms target where one instance at that rate met 99.6%.
     """
     k = loads.shape[0]
     if n == 0:
@@ -84,9 +88,13 @@ def least_connections(loads: np.ndarray, n: int) -> IntArray:
     extra = np.maximum(level - base, 0)
     inst = np.repeat(np.arange(k), extra)
     starts = np.cumsum(extra) - extra
-    levels = base[inst] + (np.arange(inst.shape[0]) - starts[inst])
-    order = np.lexsort((inst, levels))[:n]
-    return inst[order]
+    rank = np.arange(inst.shape[0]) - starts[inst]  # 0 for an instance's first arrival of the tick
+    taken = inst[np.lexsort((inst, base[inst] + rank))[:n]]
+    take = np.bincount(taken, minlength=k)
+    # Instance i's j-th arrival sits at (j + 1/2) / take[i] of the tick; arrivals go out in that order.
+    mine = np.repeat(np.arange(k), take)
+    position = (np.arange(n) - (np.cumsum(take) - take)[mine] + 0.5) / take[mine]
+    return mine[np.lexsort((mine, position))]
 
 
 @dataclass(slots=True)
@@ -95,10 +103,32 @@ class PoolRecord:
 
     ttft_at: list[FloatArray] = field(default_factory=list)
     ttft: list[FloatArray] = field(default_factory=list)
+    ttft_origin: list[FloatArray] = field(default_factory=list)  # when those requests were sent
     e2e: list[FloatArray] = field(default_factory=list)
     timeline: list[tuple[float, int, int, int, int]] = field(default_factory=list)  # t1, arrivals, ready, run, wait
     arrivals: int = 0
     retries: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PoolCheckpoint:
+    """A pool's state at a tick boundary, to run the next stretch again from it (the measured oracle tries
+    several fleet sizes on each minute). Arrays the pool replaces rather than changes are shared."""
+
+    ids: tuple[str, ...]
+    slot_of: dict[str, int]
+    routable: np.ndarray
+    retired: frozenset[int]
+    est: Estimates
+    prefill_free: FloatArray
+    inflight: Requests
+    unrouted: Requests
+    window: tuple[tuple[float, np.ndarray, int, np.ndarray], ...]
+    window_tokens: FloatArray
+    hist: LatencyHistogram
+    window_arrivals: int
+    last_arrivals: int
+    recorded: tuple[int, int, int, int, int, int, int]  # lengths of the record's lists, arrivals, retries
 
 
 class ServingPool:
@@ -177,6 +207,30 @@ class ServingPool:
             np.append(est.batch, 0.0), np.append(est.kv_tokens, 0.0), np.append(est.prefill_busy, 0.0)
         )
         self._prefill_free = np.append(self._prefill_free, -np.inf)
+
+    # ---- checkpoints -------------------------------------------------------------------------------------
+    def checkpoint(self) -> PoolCheckpoint:
+        rec = self.record
+        return PoolCheckpoint(
+            tuple(self._ids), dict(self._slot_of), self._routable.copy(), frozenset(self._retired), self._est,
+            self._prefill_free, self._inflight, self._unrouted, tuple(self._window), self._window_tokens.copy(),
+            self._hist.copy(), self._window_arrivals, self._last_arrivals,
+            (len(rec.ttft_at), len(rec.ttft), len(rec.ttft_origin), len(rec.e2e), len(rec.timeline), rec.arrivals,
+             rec.retries),
+        )  # fmt: skip
+
+    def restore(self, cp: PoolCheckpoint) -> None:
+        """Back to ``cp``: state, sliding window and record (what was recorded since is dropped)."""
+        self._ids, self._slot_of, self._routable = list(cp.ids), dict(cp.slot_of), cp.routable.copy()
+        self._retired, self._est, self._prefill_free = set(cp.retired), cp.est, cp.prefill_free
+        self._inflight, self._unrouted, self._window = cp.inflight, cp.unrouted, deque(cp.window)
+        self._window_tokens, self._hist = cp.window_tokens.copy(), cp.hist.copy()
+        self._window_arrivals, self._last_arrivals = cp.window_arrivals, cp.last_arrivals
+        self._lane_cache = None
+        rec = self.record
+        n_at, n_ttft, n_origin, n_e2e, n_timeline, rec.arrivals, rec.retries = cp.recorded
+        del rec.ttft_at[n_at:], rec.ttft[n_ttft:], rec.ttft_origin[n_origin:], rec.e2e[n_e2e:]
+        del rec.timeline[n_timeline:]
 
     # ---- time --------------------------------------------------------------------------------------------
     def advance(self, t0: float, t1: float, source: OpenSource | ClosedSource | None) -> None:
@@ -269,11 +323,28 @@ class ServingPool:
         routable = np.flatnonzero(self._routable)
         if routable.shape[0]:
             incoming = Requests.concat([self._unrouted, arrivals]).sorted_by_time()
-            loads = np.bincount(self._inflight.icol(INST), minlength=len(self._ids))[routable]
+            loads = self._staying(t0, t1, est)[routable]
             incoming.data[:, INST] = routable[least_connections(loads, len(incoming))]
         else:
             incoming = empty()
         return simulate_tick(self.profile, est, self._prefill_free, self._inflight, incoming, t0, t1, self._lane(est))
+
+    def _staying(self, t0: float, t1: float, est: Estimates) -> IntArray:
+        """Per slot, the connections that stay open through the tick: those open at its start, less the
+        decoding requests that finish before its end. nginx counts connections as they close, so an
+        instance whose requests end during the tick takes arrivals in their place; counting only the
+        tick's start sent a whole tick's arrivals to whichever instance began it emptiest, and the
+        instances' loads swung between half and twice the mean from one tick to the next."""
+        d = self._inflight.data
+        inst = d[:, INST].astype(np.int64)
+        open_now = np.bincount(inst, minlength=len(self._ids))
+        decoding = d[:, ADMITTED] > 0
+        if not decoding.any():
+            return open_now
+        _, rate = self._lane(est)
+        on = inst[decoding]
+        end = t0 + np.maximum(d[decoding, FIRST] - t0, 0.0) + d[decoding, REMAINING] / rate[on]
+        return open_now - np.bincount(on[end <= t1], minlength=len(self._ids))
 
     def _lane(self, est: Estimates) -> tuple[Lane, FloatArray]:
         """The engine figures of ``est``, computed once per estimate (a closed-loop tick asks twice)."""
@@ -303,6 +374,7 @@ class ServingPool:
         self._last_arrivals = n_new
         rec.ttft_at.append(result.ttft_at.astype(np.float32))
         rec.ttft.append(result.ttft.astype(np.float32))
+        rec.ttft_origin.append(result.ttft_origin.astype(np.float32))
         rec.e2e.append(result.done_e2e.astype(np.float32))
         # Sliding window of TTFT as a histogram, like vLLM's own metric read over `window_s`.
         counts = self._hist.counts(result.ttft)

@@ -65,6 +65,7 @@ class TickResult:
     at_end: Estimates  # state at t1 (the next tick's starting estimate)
     ttft_at: FloatArray  # first-token times in (t0, t1]
     ttft: FloatArray  # their client-side TTFT
+    ttft_origin: FloatArray  # when their clients sent them
     done: Requests  # requests completed in (t0, t1]
     done_end: FloatArray  # client-side completion time
     done_e2e: FloatArray  # client-side end-to-end latency
@@ -168,6 +169,7 @@ def simulate_tick(
         at_end=at_end,
         ttft_at=first[fresh_first],
         ttft=first[fresh_first] - d[fresh_first, ORIGIN] + d[fresh_first, OVERHEAD],
+        ttft_origin=d[fresh_first, ORIGIN],
         done=Requests(done_rows),
         done_end=done_end,
         done_e2e=done_end - done_rows[:, ORIGIN],

@@ -149,29 +149,42 @@ def test_baselines_run_on_the_same_fleet_model(setup) -> None:
         assert reactive.cost > 0
 
 
-def test_a_bursty_trace_sizes_each_minute_for_its_busiest_ten_seconds(tier, tmp_path) -> None:
-    """Every minute of this trace sends its 1,800 requests within 10 s: the oracle needs what those 10 s ask
-    for (180 req/s), not the minute's average (30 req/s), or no fleet it describes could hold the SLO."""
+def test_a_bursty_trace_oracle_is_measured_on_the_fleet_model(tier, tmp_path) -> None:
+    """Every minute of this trace sends its 1,800 requests within 3 s. Its oracle is measured on the fleet
+    model: replayed with instant instances it holds the SLO, one instance fewer in each minute does not, and
+    it needs far more than the minute's average rate asks for (a rate-based sizing held 88-90% of the Azure
+    traces)."""
     from datetime import datetime, timedelta
 
     start = datetime(2023, 11, 16, 18, 0, 0)
     rows = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
-    for minute in range(10):
+    for minute in range(6):
         for i in range(1800):
-            stamp = start + timedelta(minutes=minute, seconds=i / 180)
+            stamp = start + timedelta(minutes=minute, seconds=i / 600)
             rows.append(f"{stamp:%Y-%m-%d %H:%M:%S.%f},1500,40")
     (tmp_path / "bursts.csv").write_text("\n".join(rows) + "\n")
     w = parse_workload(
-        "seed: 1\nduration: 10m\ntiers:\n  code:\n    kind: trace\n    path: bursts.csv\n    format: azure\n"
+        "seed: 1\nduration: 6m\ntiers:\n  code:\n    kind: trace\n    path: bursts.csv\n    format: azure\n"
         "    ttft_target: 500ms\n"
     ).model_copy(update={"base_dir": str(tmp_path)})
-    model = tier_models(w, {"code": tier()})["code"]
+    models = tier_models(w, {"code": tier()})
+    model = models["code"]
     _grid, need = need_timeline(w, model)
     assert model.profile is not None and model.load.kind == "trace"  # type: ignore[union-attr]
+
+    def replayed(counts: np.ndarray) -> float:
+        fleet = run_counts(
+            w, models, lambda _n, t, _s, _c: int(counts[min(int(t // 60), counts.shape[0] - 1)]), BaselineSettings(),
+            poll_s=60.0, initial={"code": int(counts[0])}, delay_s=0.0,
+        )  # fmt: skip
+        attained = outcomes(fleet, w.duration)["code"].slo_attainment
+        assert attained is not None
+        return attained
+
+    assert replayed(need) >= 0.995
+    assert replayed(np.maximum(need - 1, 0)) < 0.995
     per_instance = capacity_for(model.profile, model.load, w, quantile=0.995).per_instance
-    full = need[1:-1]  # the first and last minutes may split a burst
-    assert set(full.tolist()) <= {np.ceil(180.0 / per_instance), np.ceil(180.0 / per_instance) + 1}
-    assert full.min() >= 3 * np.ceil(30.0 / per_instance)  # what the minute's average asks for is far less
+    assert need.min() >= 3 * np.ceil(30.0 / per_instance)  # what the minute's average asks for is far less
 
 
 LONG_TASKS = """
