@@ -123,3 +123,40 @@ def test_a_fleet_serves_its_share_of_the_load_as_well_as_one_instance_does() -> 
     one, fleet = share_met(1), share_met(14)
     assert one > 0.99  # the rate is within one instance's reach
     assert fleet >= one - 0.005, (one, fleet)
+
+
+def test_a_restored_checkpoint_replays_the_same_stretch() -> None:
+    """The measured oracle runs each minute again from one state: a restored pool must give the same
+    answers and leave its record as if the first run had not happened."""
+    profile = build_profile("H100-SXM5-80GB", "llama-3.1-8b")
+    rng = np.random.default_rng(3)
+    n = 3000
+    t = np.sort(rng.uniform(0.0, 120.0, n))
+    requests = fresh(t, rng.integers(500, 2500, n), rng.integers(50, 450, n), rng.random(n), np.zeros(n))
+
+    class Fixed:
+        def arrivals(self, t0: float, t1: float) -> Requests:
+            return requests.take((t >= t0) & (t < t1))
+
+    pool = ServingPool(profile)
+    pool.set_instances(["a", "b"])
+    source = Fixed()
+    for k in range(12):
+        pool.advance(5.0 * k, 5.0 * (k + 1), source)
+    saved, recorded = pool.checkpoint(), len(pool.record.ttft)
+
+    def second_minute(ready: list[str]) -> tuple[list[np.ndarray], object]:
+        pool.restore(saved)
+        pool.set_instances(ready)
+        for k in range(12, 24):
+            pool.advance(5.0 * k, 5.0 * (k + 1), source)
+        return pool.record.ttft[recorded:], pool.signals()
+
+    first, seen_first = second_minute(["a", "b"])
+    other, _ = second_minute(["a", "b", "c"])  # a different fleet in between
+    again, seen_again = second_minute(["a", "b"])
+    rec = pool.record
+    assert {len(rec.ttft_at), len(rec.ttft), len(rec.ttft_origin), len(rec.e2e), len(rec.timeline)} == {recorded + 12}
+    assert all(np.array_equal(x, y) for x, y in zip(first, again, strict=True))
+    assert seen_again == seen_first  # the TTFT window and rates too
+    assert not all(np.array_equal(x, y) for x, y in zip(first, other, strict=True))
