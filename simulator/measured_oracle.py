@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulator.requests import Requests
 from simulator.serving_pool import OpenSource, PoolCheckpoint, ServingPool
 from sizing.engine import EngineProfile
 
@@ -44,6 +45,16 @@ class _Minutes:
         self.pool = ServingPool(profile)
         self.source, self.target, self.tick = source, target_s, tick_s
         self.ids: list[str] = []
+        self._drawn: dict[tuple[float, float], Requests] = {}  # this minute's arrivals, for every try
+
+    def arrivals(self, t0: float, t1: float) -> Requests:
+        key = (t0, t1)
+        if key not in self._drawn:
+            self._drawn[key] = self.source.arrivals(t0, t1)
+        return self._drawn[key]
+
+    def next_minute(self) -> None:
+        self._drawn.clear()
 
     def run(self, n: int, t0: float, t1: float) -> tuple[MinuteOutcome, PoolCheckpoint]:
         """Serve [t0, t1) with ``n`` ready instances (the others drain what they still run); the outcome of
@@ -58,7 +69,7 @@ class _Minutes:
         recorded = len(pool.record.ttft)
         self._advance(t0, t1)
         at_end = pool.checkpoint()
-        self._advance(t1, t1 + self.target + self.tick)
+        self._advance(t1, t1 + self.target)  # sent by t1 and still waiting then: past the target
         ttft = np.concatenate(pool.record.ttft[recorded:]) if len(pool.record.ttft) > recorded else np.empty(0)
         sent = np.concatenate(pool.record.ttft_origin[recorded:]) if ttft.shape[0] else np.empty(0)
         mine = (sent >= t0) & (sent < t1)
@@ -70,7 +81,7 @@ class _Minutes:
         t = t0
         while t < t1 - 1e-9:
             end = min(t + self.tick, t1)
-            self.pool.advance(t, end, self.source)
+            self.pool.advance(t, end, self)
             t = end
 
 
@@ -85,14 +96,20 @@ def measured_need(
     tick_s: float = 5.0,
 ) -> np.ndarray:
     """Per minute of ``grid`` (its start times, one step apart), the fewest instant instances with which
-    the minute meets ``slo_goal``; ``guess`` (a rate-based sizing per minute) helps start the search."""
+    the minute meets ``slo_goal``. ``guess`` is a rate-based sizing per minute: its changes from minute to
+    minute start each search, scaled by how the last measured minute compared with it (a rate sizing can
+    be off by a large factor, as with bursts it cannot see or a target near what client overhead allows,
+    but it rises and falls with the load)."""
     minutes = _Minutes(profile, source, target_s, tick_s)
     need = np.zeros(grid.shape[0])
-    size = 0
+    ratio = 1.0  # measured ÷ guessed, from the last minute that had both
     for m, t0 in enumerate(grid.tolist()):
         t1 = min(t0 + (grid[1] - grid[0] if grid.shape[0] > 1 else duration_s), duration_s)
-        # From the last minute's answer, or the rate sizing when it asks for more (a burst after a lull).
-        size = _fewest(minutes, t0, t1, max(size, int(guess[m])), slo_goal)
+        start = max(0, round(float(guess[m]) * ratio))
+        size = _fewest(minutes, t0, t1, start, slo_goal)
+        minutes.next_minute()
+        if guess[m] > 0 and size > 0:
+            ratio = size / float(guess[m])
         need[m] = size
     return need
 
@@ -108,7 +125,7 @@ def _fewest(minutes: _Minutes, t0: float, t1: float, start: int, goal: float) ->
         outcome, after[n] = minutes.run(n, t0, t1)
         return outcome.share()
 
-    ceiling = max(BIG * start, 8)
+    ceiling = max(BIG * start, 8)  # a minute after a lull starts at 0: a burst may still need several
     found = _search(lambda n: share(n) >= goal, start, ceiling)
     if found is None:  # not even a much larger fleet meets it: the minute's goal is what that fleet meets
         bar = share(ceiling) - SLACK

@@ -128,13 +128,20 @@ tiers:
     _grid, need = need_timeline(w, models["chat"], goal)
     _grid, need_p95 = need_timeline(w, models["chat"], 0.95)
     assert (need >= need_p95).all() and need.sum() > need_p95.sum()
-    # Replay the oracle's minute-by-minute counts with instant instances: the SLO it is sized for holds.
-    fleet = run_counts(
-        w, models, lambda _n, t, _s, _c: int(need[min(int(t // 60), need.shape[0] - 1)]), BaselineSettings(),
-        poll_s=60.0, initial={"chat": int(need[0])}, delay_s=0.0,
-    )  # fmt: skip
-    attained = outcomes(fleet, w.duration)["chat"].slo_attainment
-    assert attained is not None and attained >= goal  # sized at TTFT p95 per minute it was 99.34%
+
+    def replayed(counts: np.ndarray) -> float:
+        fleet = run_counts(
+            w, models, lambda _n, t, _s, _c: int(counts[min(int(t // 60), counts.shape[0] - 1)]), BaselineSettings(),
+            poll_s=60.0, initial={"chat": int(counts[0])}, delay_s=0.0,
+        )  # fmt: skip
+        attained = outcomes(fleet, w.duration)["chat"].slo_attainment
+        assert attained is not None
+        return attained
+
+    # Replayed with instant instances, the oracle's minute-by-minute counts hold the SLO they are sized for,
+    # and one instance fewer in every minute does not: the fewest, not just enough.
+    assert replayed(need) >= goal  # sized at TTFT p95 per minute it was 99.34%
+    assert replayed(np.maximum(need - 1, 1)) < goal
 
 
 def test_baselines_run_on_the_same_fleet_model(setup) -> None:
@@ -235,3 +242,34 @@ def test_work_still_running_when_the_drain_timeout_passes_is_cut_and_retried(tie
     """As the reconciler deletes a draining instance past its timeout: what it still runs goes back to the
     queue (retried), it does not finish unbilled."""
     assert _eight_then_retired(tier, 60.0).batch["jobs"].record.retries > 0
+
+
+def test_the_oracle_is_measured_where_a_load_test_finds_almost_no_capacity(tier) -> None:
+    """At a 400 ms target, client overhead leaves a load-tested instance almost no rate at which 99.5% of
+    requests meet it (the rate sizing asked for about 9x the instances). Measured on the fleet model, the
+    oracle holds the goal with a handful."""
+    w = parse_workload(
+        """
+seed: 33
+duration: 10m
+tiers:
+  api:
+    kind: poisson
+    rate: 60
+    input_tokens: {mean: 800, cv: 0.5}
+    output_tokens: {mean: 200, cv: 0.7}
+    ttft_target: 400ms
+"""
+    )
+    models = tier_models(w, {"api": tier()})
+    model = models["api"]
+    assert model.profile is not None
+    rate_sized = np.ceil(60.0 / capacity_for(model.profile, model.load, w, quantile=0.995).per_instance)
+    _grid, need = need_timeline(w, model)
+    fleet = run_counts(
+        w, models, lambda _n, t, _s, _c: int(need[min(int(t // 60), need.shape[0] - 1)]), BaselineSettings(),
+        poll_s=60.0, initial={"api": int(need[0])}, delay_s=0.0,
+    )  # fmt: skip
+    attained = outcomes(fleet, w.duration)["api"].slo_attainment
+    assert attained is not None and attained >= 0.995
+    assert need.max() * 4 <= rate_sized, (need, rate_sized)
