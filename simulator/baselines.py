@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -254,30 +254,65 @@ def run_skyserve(workload: Workload, models: Mapping[str, TierModel], settings: 
     )  # fmt: skip
 
 
-def run_baselines(
-    workload: Workload, models: Mapping[str, TierModel], settings: BaselineSettings | None = None
-) -> dict[str, dict[str, BaselineOutcome]]:
-    """Static, reactive, SkyServe-style (serving tiers) and oracle outcomes per tier."""
-    cfg = settings or BaselineSettings()
-    result: dict[str, dict[str, BaselineOutcome]] = {name: {} for name in models}
-    serving = {name: m for name, m in models.items() if not isinstance(m.load, BatchLoad)}
+Baselines = dict[str, dict[str, BaselineOutcome]]  # tier -> baseline -> outcome
+BaselinePart = tuple[Callable[..., Baselines], tuple[Any, ...]]
+
+
+def _oracle_and_static(workload: Workload, models: Mapping[str, TierModel], cfg: BaselineSettings) -> Baselines:
+    """The oracle, then the static fleet at the oracle's busiest minute (one need timeline serves both; a
+    batch oracle has no peak, and its static size has a timeline of its own)."""
     oracles = {name: oracle(workload, model, cfg.slo_goal) for name, model in models.items()}
-    # A serving tier's static size is the oracle's busiest minute: one need timeline (a day's arrivals
-    # drawn again) serves both. A batch oracle has no peak; its static size has a timeline of its own.
     counts = {
         name: max(1, found.peak) if found.peak is not None else static_count(workload, models[name], cfg.slo_goal)
         for name, found in oracles.items()
     }
-    runs: list[tuple[str, Callable[..., Fleet], Mapping[str, TierModel]]] = [
-        ("static", partial(run_static, counts=counts), models), ("reactive", run_reactive, models),
-        ("skyserve", run_skyserve, serving),
-    ]  # fmt: skip
-    for label, runner, subset in runs:
-        if not subset:
-            continue
-        fleet = runner(workload, subset, cfg)
-        for name, out in outcomes(fleet, workload.duration).items():
-            result[name][label] = BaselineOutcome(label, out.cost, out.gpu_hours, out.slo_attainment)
-    for name, found in oracles.items():
-        result[name]["oracle"] = found
-    return result
+    static = _outcomes("static", run_static(workload, models, cfg, counts=counts), workload)
+    return {name: {**static.get(name, {}), "oracle": found} for name, found in oracles.items()}
+
+
+def _driven(
+    label: str, runner: Callable[..., Fleet], workload: Workload, models: Mapping[str, TierModel], cfg: BaselineSettings
+) -> Baselines:
+    return _outcomes(label, runner(workload, models, cfg), workload)
+
+
+def _outcomes(label: str, fleet: Fleet, workload: Workload) -> Baselines:
+    return {
+        name: {label: BaselineOutcome(label, out.cost, out.gpu_hours, out.slo_attainment)}
+        for name, out in outcomes(fleet, workload.duration).items()
+    }
+
+
+def baseline_parts(
+    workload: Workload, models: Mapping[str, TierModel], settings: BaselineSettings | None = None
+) -> list[BaselinePart]:
+    """The baselines as independent jobs (function, arguments), to run one after another or side by side
+    in processes: the oracle and the static fleet sized by it, KEDA/HPA, SkyServe-style (serving tiers)."""
+    cfg = settings or BaselineSettings()
+    serving = {name: m for name, m in models.items() if not isinstance(m.load, BatchLoad)}
+    parts: list[BaselinePart] = [
+        (_oracle_and_static, (workload, models, cfg)),
+        (_driven, ("reactive", run_reactive, workload, models, cfg)),
+    ]
+    if serving:
+        parts.append((_driven, ("skyserve", run_skyserve, workload, serving, cfg)))
+    return parts
+
+
+BASELINE_ORDER = ("static", "reactive", "skyserve", "oracle")
+
+
+def merge_parts(models: Mapping[str, TierModel], parts: list[Baselines]) -> Baselines:
+    """The parts' outcomes per tier, in the report's order: static, reactive, SkyServe-style, oracle."""
+    found: Baselines = {name: {} for name in models}
+    for part in parts:
+        for name, per in part.items():
+            found[name].update(per)
+    return {name: {k: per[k] for k in BASELINE_ORDER if k in per} for name, per in found.items()}
+
+
+def run_baselines(
+    workload: Workload, models: Mapping[str, TierModel], settings: BaselineSettings | None = None
+) -> Baselines:
+    """Static, reactive, SkyServe-style (serving tiers) and oracle outcomes per tier, one after another."""
+    return merge_parts(models, [job(*args) for job, args in baseline_parts(workload, models, settings)])

@@ -17,6 +17,7 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import multiprocessing
+import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -35,18 +36,24 @@ from controller.store.repository import Store
 from domain.instance import Instance, InstanceState
 from policies.external import ExternalPolicyError, load_external_policy
 from policies.spec import ExternalPolicy
-from simulator.baselines import DEFAULT_SLO_GOAL, BaselineSettings, run_baselines
+from simulator.baselines import (
+    DEFAULT_SLO_GOAL,
+    Baselines,
+    BaselineSettings,
+    baseline_parts,
+    merge_parts,
+    run_baselines,
+)
 from simulator.cloud_events import CloudEvents
 from simulator.fleet import Fleet, TierModel, tier_models
 from simulator.fleet_signals import FleetSignals, activated_tiers
-from simulator.report import BaselineOutcome, Report, build_report
+from simulator.report import Report, build_report
 from simulator.rollouts import RolloutClock, rollout_outcomes
 from simulator.sim_cloud import simulation_cloud
 from simulator.workloads.spec import Workload
 from tiers.config import FleetConfig
 
 Progress = Callable[[float, float], None]  # (virtual seconds done, total)
-Baselines = dict[str, dict[str, BaselineOutcome]]
 
 
 class SimulationInputError(ValueError):
@@ -147,12 +154,14 @@ def simulate(
         bounds={name: (config.tiers[name].min, config.tiers[name].max) for name in workload.tiers},
         drain_timeout_s={name: config.tiers[name].drain_timeout for name in workload.tiers},
     )
-    pending: concurrent.futures.Future[Baselines] | None = None
+    pending: list[concurrent.futures.Future[Baselines]] | None = None
     pool: concurrent.futures.ProcessPoolExecutor | None = None
     if opts.baselines and opts.parallel_baselines:
+        parts = baseline_parts(workload, models, settings)
+        workers = max(1, min(len(parts), os.cpu_count() or 1))
         try:  # fork before any thread or event loop exists in this process
-            pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"))
-            pending = pool.submit(run_baselines, workload, models, settings)
+            pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            pending = [pool.submit(job, *args) for job, args in parts]  # the longest first: oracle, KEDA/HPA
         except (OSError, ValueError):
             pool, pending = None, None
     try:
@@ -160,7 +169,7 @@ def simulate(
         baselines: Baselines = {}
         if pending is not None:
             try:
-                baselines = pending.result()
+                baselines = merge_parts(models, [future.result() for future in pending])
             except concurrent.futures.process.BrokenProcessPool:
                 pending = None
         if opts.baselines and pending is None:
