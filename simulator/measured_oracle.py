@@ -1,14 +1,16 @@
-"""The oracle's fleet for traffic whose bursts no rate describes (traces), found on the fleet model itself.
+"""The oracle's fleet for open-loop traffic (Poisson, traces), found on the fleet model itself.
 
-Every minute gets the fewest instances — instant, no boot, as the oracle's always are — with which that
-minute's first tokens meet the TTFT target at the SLO goal (requests still waiting past the target at the
-minute's end count as misses). Each minute is run again from the same starting state with other fleet
-sizes: up from the last minute's size while the goal is missed, down while it is met.
+Every minute gets the fewest instances (instant, no boot, as the oracle's always are) with which the
+requests sent in that minute meet the TTFT target at the SLO goal. Each is followed until it has its first
+token or the target has passed. Each minute is run again from the same starting state with other fleet
+sizes, galloping from a rate sizing (scaled by how the last measured minute compared with it) and then
+bisecting.
 
-Why: a trace sized as Poisson traffic at each minute's busiest 10 seconds, replayed with instant instances
-on the same model, met 88.3% (Azure code) and 89.6% (Azure conversation) of a 500 ms target, not the 99.5%
-the oracle stands for: their bursts last under a second. A ratio to an oracle that misses a tenth of the
-requests says nothing.
+Why: a rate sizing replayed on the same model can be far off. Each minute's busiest 10 seconds sized as
+Poisson met 88.3% (Azure code) and 89.6% (Azure conversation) of a 500 ms target, not the 99.5% the oracle
+stands for: those bursts last under a second. Near what client overhead allows (a 400 ms target) a
+load-tested instance has almost no capacity, and the sizing asked for 9x the instances a fleet needs. A
+ratio to such an oracle says nothing.
 
 Some misses no fleet size fixes (a long prompt, a slow client): when the minute cannot meet the goal even
 with many more instances, its goal is what such a fleet meets, less ``SLACK``.
