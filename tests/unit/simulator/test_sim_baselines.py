@@ -109,6 +109,17 @@ def test_skyserve_targets_the_rate_one_instance_serves_at_the_slo(setup) -> None
     assert sky.tiers["agents"].target_qps_per_replica > 1.0
 
 
+def _replayed(w, models, tier: str, counts: np.ndarray) -> float:
+    """SLO attainment of minute-by-minute ``counts`` replayed with instant instances."""
+    fleet = run_counts(
+        w, models, lambda _n, t, _s, _c: int(counts[min(int(t // 60), counts.shape[0] - 1)]), BaselineSettings(),
+        poll_s=60.0, initial={tier: int(counts[0])}, delay_s=0.0,
+    )  # fmt: skip
+    attained = outcomes(fleet, w.duration)[tier].slo_attainment
+    assert attained is not None
+    return attained
+
+
 def test_oracle_holds_the_slo_the_report_scores(tier) -> None:
     w = parse_workload(
         """
@@ -129,19 +140,10 @@ tiers:
     _grid, need_p95 = need_timeline(w, models["chat"], 0.95)
     assert (need >= need_p95).all() and need.sum() > need_p95.sum()
 
-    def replayed(counts: np.ndarray) -> float:
-        fleet = run_counts(
-            w, models, lambda _n, t, _s, _c: int(counts[min(int(t // 60), counts.shape[0] - 1)]), BaselineSettings(),
-            poll_s=60.0, initial={"chat": int(counts[0])}, delay_s=0.0,
-        )  # fmt: skip
-        attained = outcomes(fleet, w.duration)["chat"].slo_attainment
-        assert attained is not None
-        return attained
-
     # Replayed with instant instances, the oracle's minute-by-minute counts hold the SLO they are sized for,
     # and one instance fewer in every minute does not: the fewest, not just enough.
-    assert replayed(need) >= goal  # sized at TTFT p95 per minute it was 99.34%
-    assert replayed(np.maximum(need - 1, 1)) < goal
+    assert _replayed(w, models, "chat", need) >= goal  # sized at TTFT p95 per minute it was 99.34%
+    assert _replayed(w, models, "chat", np.maximum(need - 1, 1)) < goal
 
 
 def test_baselines_run_on_the_same_fleet_model(setup) -> None:
@@ -179,17 +181,8 @@ def test_a_bursty_trace_oracle_is_measured_on_the_fleet_model(tier, tmp_path) ->
     _grid, need = need_timeline(w, model)
     assert model.profile is not None and model.load.kind == "trace"  # type: ignore[union-attr]
 
-    def replayed(counts: np.ndarray) -> float:
-        fleet = run_counts(
-            w, models, lambda _n, t, _s, _c: int(counts[min(int(t // 60), counts.shape[0] - 1)]), BaselineSettings(),
-            poll_s=60.0, initial={"code": int(counts[0])}, delay_s=0.0,
-        )  # fmt: skip
-        attained = outcomes(fleet, w.duration)["code"].slo_attainment
-        assert attained is not None
-        return attained
-
-    assert replayed(need) >= 0.995
-    assert replayed(np.maximum(need - 1, 0)) < 0.995
+    assert _replayed(w, models, "code", need) >= 0.995
+    assert _replayed(w, models, "code", np.maximum(need - 1, 0)) < 0.995
     per_instance = capacity_for(model.profile, model.load, w, quantile=0.995).per_instance
     assert need.min() >= 3 * np.ceil(30.0 / per_instance)  # what the minute's average asks for is far less
 
@@ -266,10 +259,5 @@ tiers:
     assert model.profile is not None
     rate_sized = np.ceil(60.0 / capacity_for(model.profile, model.load, w, quantile=0.995).per_instance)
     _grid, need = need_timeline(w, model)
-    fleet = run_counts(
-        w, models, lambda _n, t, _s, _c: int(need[min(int(t // 60), need.shape[0] - 1)]), BaselineSettings(),
-        poll_s=60.0, initial={"api": int(need[0])}, delay_s=0.0,
-    )  # fmt: skip
-    attained = outcomes(fleet, w.duration)["api"].slo_attainment
-    assert attained is not None and attained >= 0.995
+    assert _replayed(w, models, "api", need) >= 0.995
     assert need.max() * 4 <= rate_sized, (need, rate_sized)
