@@ -104,9 +104,10 @@ def measured_need(
     but it rises and falls with the load)."""
     minutes = _Minutes(profile, source, target_s, tick_s)
     need = np.zeros(grid.shape[0])
+    step = float(grid[1] - grid[0]) if grid.shape[0] > 1 else duration_s
     ratio = 1.0  # measured ÷ guessed, from the last minute that had both
     for m, t0 in enumerate(grid.tolist()):
-        t1 = min(t0 + (grid[1] - grid[0] if grid.shape[0] > 1 else duration_s), duration_s)
+        t1 = min(t0 + step, duration_s)
         start = max(0, round(float(guess[m]) * ratio))
         size = _fewest(minutes, t0, t1, start, slo_goal)
         minutes.next_minute()
@@ -139,7 +140,8 @@ def _fewest(minutes: _Minutes, t0: float, t1: float, start: int, goal: float) ->
 
 def _search(meets: Callable[[int], bool], start: int, ceiling: int) -> int | None:
     """The least n in [0, ceiling] for which ``meets(n)`` (taken to be monotone), galloping from ``start``
-    (the last minute's answer: most minutes need one or two tries); None when not even ``ceiling`` meets."""
+    (near the answer: most minutes need two tries) and then bisecting; None when not even ``ceiling``
+    meets."""
     if meets(start):
         ok, low, step = start, -1, 1
         while ok > 0:

@@ -281,8 +281,7 @@ class ServingPool:
         lane, rate = self._lane(self._est)
         d = self._inflight.data
         on = (d[:, ADMITTED] > 0) & (d[:, SESSION] >= 0)
-        inst = d[on, INST].astype(np.int64)
-        end = t0 + np.maximum(d[on, FIRST] - t0, 0.0) + d[on, REMAINING] / rate[inst] + d[on, OVERHEAD]
+        end = _decode_end(d, on, t0, rate) + d[on, OVERHEAD]
         session, round_ = d[on, SESSION].astype(np.int64), d[on, ROUND].astype(np.int64)
         # Averages over the ready instances stand in for whichever instance a request will land on.
         step, free, chunk, r = (float(x[routable].mean()) for x in (lane.step, lane.free, lane.chunk, rate))
@@ -342,9 +341,8 @@ class ServingPool:
         if not decoding.any():
             return open_now
         _, rate = self._lane(est)
-        on = inst[decoding]
-        end = t0 + np.maximum(d[decoding, FIRST] - t0, 0.0) + d[decoding, REMAINING] / rate[on]
-        return open_now - np.bincount(on[end <= t1], minlength=len(self._ids))
+        ending = inst[decoding][_decode_end(d, decoding, t0, rate) <= t1]
+        return open_now - np.bincount(ending, minlength=len(self._ids))
 
     def _lane(self, est: Estimates) -> tuple[Lane, FloatArray]:
         """The engine figures of ``est``, computed once per estimate (a closed-loop tick asks twice)."""
@@ -432,6 +430,12 @@ class ServingPool:
             generation_tokens_rate=output / self.window_s if ready else None,
             prefix_cache_hit_rate=cached / prompt if ready and prompt > 0 else None,
         )
+
+
+def _decode_end(d: FloatArray, on: np.ndarray, t0: float, rate: FloatArray) -> FloatArray:
+    """When the admitted requests ``on`` (rows of ``d``) finish decoding at their instances' rates, before
+    client overhead: from their first token (or the tick's start), their remaining tokens."""
+    return t0 + np.maximum(d[on, FIRST] - t0, 0.0) + d[on, REMAINING] / rate[d[on, INST].astype(np.int64)]
 
 
 def _keys(session: IntArray, round_: IntArray) -> np.ndarray:
