@@ -20,7 +20,11 @@ that size breached (None until it has), and target tracking never scales in to a
 
 A breach at a load under a fifth of the prior says nothing about capacity (a long prompt, a cold cache):
 too little load to tell, not filed. Nor is a good TTFT while requests queue (more than 5% of the load
-waiting): the TTFT window lags a load that just rose, and the breach is on its way. The bins live in
+waiting): the TTFT window lags a load that just rose, and the breach is on its way. Nor, the other way
+round, a breach while a backlog drains (fewer waiting than a tick ago) or within ``SETTLE_S`` after it
+drained: those first tokens are the backlog's wait, filed against the smaller load that is left; a fleet
+that caught up after a cold start would learn a knee at a fraction of its capacity, and keep it, since
+the headroom it then holds never runs the fleet there again to refute it. The bins live in
 ``PolicyState.learned``, persisted with the rest of the state, so a restart keeps what was learned.
 """
 
@@ -45,6 +49,7 @@ CLAMP = (0.1, 2.0)
 
 SMALL_FLEET = 4  # fleets of up to this many ready instances keep bins of their own
 _PRIOR, _READY, _READY_SINCE, _LAST = "cap.prior", "cap.ready", "cap.ready_since", "cap.t"
+_WAITING, _BACKLOG_T = "cap.waiting", "cap.queued_t"  # the last tick's waiting; the last tick with a backlog
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +95,7 @@ def observe(
     if out.get(_PRIOR) != prior:  # bins are in units of the prior: a new prior starts afresh
         out = {k: v for k, v in out.items() if not k.startswith("cap.")}
         out[_PRIOR] = prior
+    draining = load is not None and _draining(out, now=now, load=load, waiting=waiting)
     if out.get(_READY) != ready:
         out[_READY], out[_READY_SINCE] = float(ready), now
         return out
@@ -97,7 +103,7 @@ def observe(
         return out
     share = load / ready / prior
     breached = ttft > target
-    if breached and share < TOO_LITTLE:
+    if breached and (share < TOO_LITTLE or draining):
         return out
     if not breached and waiting is not None and waiting > QUEUEING * load:
         return out  # requests queue: TTFT over the window lags, and is about to breach; not evidence it holds
@@ -111,6 +117,21 @@ def observe(
         key = _bad_key(i, size) if breached else _good_key(i, size)
         out[key] = out.get(key, 0.0) + 1.0
     return out
+
+
+def _draining(out: dict[str, float], *, now: float, load: float, waiting: float | None) -> bool:
+    """Whether a backlog is being worked off (fewer waiting than at the last tick) or was within the last
+    ``SETTLE_S``: a breach then is the backlog's wait. Records this tick's waiting figures in ``out``."""
+    if waiting is None:
+        return False
+    previous = out.get(_WAITING)
+    out[_WAITING] = waiting
+    backlog = waiting > QUEUEING * load
+    if backlog:
+        out[_BACKLOG_T] = now
+        return previous is not None and waiting < previous
+    last = out.get(_BACKLOG_T)
+    return last is not None and now - last < SETTLE_S
 
 
 def _bins(learned: Mapping[str, float], size: int = 0) -> list[tuple[int, float, float]]:

@@ -143,3 +143,24 @@ def test_a_small_fleet_keeps_its_own_breach_point() -> None:
     assert small_fleet_capacity(learned, PRIOR, 2) is None
     assert small_fleet_capacity(learned, PRIOR, 20) is None  # not a small fleet: the pooled estimate rules
     assert 115 <= estimate(learned, PRIOR).per_instance <= 120  # the pooled knee barely moved
+
+
+def test_a_breach_while_a_backlog_drains_is_not_filed() -> None:
+    """After a cold start the fleet works off minutes of backlog: those first tokens are the backlog's wait,
+    not what the load left per instance costs, so they teach no knee (the fleet would otherwise learn
+    a knee at a fraction of its capacity and keep it). A breach while the backlog still grows is filed."""
+    learned = observe({}, now=0.0, prior=PRIOR, load=4000, ready=8, ttft=None, target=TARGET, waiting=3600)
+    t = SETTLE_S
+    for waiting in (3800.0, 4000.0):  # an overload: the backlog grows, and the breach is this load's
+        learned = observe(learned, now=t, prior=PRIOR, load=400 + waiting, ready=8, ttft=9.0, target=TARGET,
+                          waiting=waiting)  # fmt: skip
+        t += 10.0
+    assert learned["cap.b50.bad"] == pytest.approx(2.0, abs=0.01)  # halved every 6 h: barely
+    for waiting in (3000.0, 2000.0, 1000.0, 300.0, 0.0):  # the backlog drains, TTFT still shows its wait
+        learned = observe(learned, now=t, prior=PRIOR, load=240 + waiting, ready=8, ttft=9.0, target=TARGET,
+                          waiting=waiting)  # fmt: skip
+        t += 10.0
+    assert [k for k in learned if k.endswith(".bad")] == ["cap.b50.bad"]
+    t += SETTLE_S  # the TTFT window no longer holds the backlog: a breach now is the load's
+    learned = observe(learned, now=t, prior=PRIOR, load=240, ready=8, ttft=9.0, target=TARGET, waiting=0.0)
+    assert len([k for k in learned if k.endswith(".bad")]) == 2
