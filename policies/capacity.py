@@ -1,7 +1,9 @@
 """Capacity per instance at the SLO: a prior, refined from the fleet's own TTFT-vs-load observations.
 
 Each tick with a settled fleet (the ready count unchanged for ``SETTLE_S``, so the TTFT window saw the
-same fleet) files one observation: the load per ready instance, and whether TTFT p95 met the target.
+same fleet) files one observation: the load per ready instance, and whether the held TTFT quantile met
+the target. The load is the caller's: target tracking passes the window's (arrival rate × service time),
+the load the TTFT quantile describes, not a burst's few seconds of pile-up.
 Observations go into bins of 5% of the prior, as good/bad weights that halve every ``HALF_LIFE_S``
 (so the estimate follows a changed model or traffic mix). Estimate:
 
@@ -13,9 +15,11 @@ Observations go into bins of 5% of the prior, as good/bad weights that halve eve
   not a spike's first seconds);
 - clamped to [0.1×, 2×] the prior, and the reason says so.
 
-Small fleets also keep bins of their own (1, 2, 3 and 4 ready instances): one server carries a bursty
-load worse than each of twenty behind a balancer at the same average, so a capacity learned on a large
-fleet can be too much for one or two. ``small_fleet_capacity`` is the load per instance at which a fleet of
+Small fleets (1, 2, 3 and 4 ready instances) keep bins of their own, apart from the larger fleets' pooled
+bins: one server carries a bursty load worse than each of twenty behind a balancer at the same average, so
+a capacity learned on a large fleet can be too much for one or two, and a night on one instance would
+size the day's twenty at its breach point (pooled, it did: a conversation trace ran a third above its
+need all day). ``small_fleet_capacity`` is the load per instance at which a fleet of
 that size breached (None until it has), and target tracking never scales in to a small fleet beyond it.
 
 A breach at a load under a fifth of the prior says nothing about capacity (a long prompt, a cold cache):
@@ -113,7 +117,7 @@ def observe(
         out.update({k: round(v * factor, 4) for k, v in out.items() if _bin_key(k) is not None})
     out[_LAST] = now
     i = min(MAX_BIN, int(share / BIN))
-    for size in (0, ready) if ready <= SMALL_FLEET else (0,):
+    for size in (ready,) if ready <= SMALL_FLEET else (0,):  # a small fleet's breaches are its own (module doc)
         key = _bad_key(i, size) if breached else _good_key(i, size)
         out[key] = out.get(key, 0.0) + 1.0
     return out

@@ -73,11 +73,16 @@ def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load, tail: float | Non
     prior = rules.capacity if rules.capacity is not None else inp.capacity_prior
     if prior is None or not rules.learn_capacity:
         return replace(inp.state, learned=learned)
+    # The load the window offered (its arrival rate × service time), not this tick's count in flight: the
+    # TTFT quantile describes the window, and a burst's few seconds of pile-up are not what each instance
+    # carries through it. In flight stands in until a service time is known.
+    svc = service_time(learned)
+    window_load = load.rate * svc if load.rate is not None and svc is not None else load.in_flight
     learned = observe(
         learned,
         now=inp.now,
         prior=prior,
-        load=load.in_flight,
+        load=window_load,
         ready=inp.current - inp.booting,
         ttft=tail,
         target=rules.ttft_target,

@@ -13,7 +13,7 @@ PRIOR = 100.0
 TARGET = 0.5
 
 
-def learn(loads: list[float], ttft_of: object, *, ready: int = 4, seed: int = 0) -> dict[str, float]:
+def learn(loads: list[float], ttft_of: object, *, ready: int = 8, seed: int = 0) -> dict[str, float]:
     """Feed one observation per 10 s tick of a settled fleet: load per instance → TTFT by ``ttft_of``."""
     rng = random.Random(seed)
     learned = observe({}, now=0.0, prior=PRIOR, load=0.0, ready=ready, ttft=None, target=TARGET)
@@ -90,11 +90,11 @@ def test_breaches_at_every_load_seen_are_the_traffic_not_capacity() -> None:
 
 
 def test_a_changed_ready_count_waits_for_the_ttft_window_to_settle() -> None:
-    learned = observe({}, now=0.0, prior=PRIOR, load=400, ready=4, ttft=2.0, target=TARGET)
+    learned = observe({}, now=0.0, prior=PRIOR, load=800, ready=8, ttft=2.0, target=TARGET)
     for t in (10.0, 30.0, SETTLE_S - 1):
-        learned = observe(learned, now=t, prior=PRIOR, load=400, ready=4, ttft=2.0, target=TARGET)
+        learned = observe(learned, now=t, prior=PRIOR, load=800, ready=8, ttft=2.0, target=TARGET)
     assert not any(k.startswith("cap.b") for k in learned)
-    learned = observe(learned, now=SETTLE_S, prior=PRIOR, load=400, ready=4, ttft=2.0, target=TARGET)
+    learned = observe(learned, now=SETTLE_S, prior=PRIOR, load=800, ready=8, ttft=2.0, target=TARGET)
     assert learned["cap.b20.bad"] == 1.0
 
 
@@ -111,10 +111,10 @@ def test_what_was_learned_survives_a_restart_through_the_stored_state() -> None:
 
 def test_a_good_ttft_while_requests_queue_is_not_filed() -> None:
     """At a spike's onset the TTFT window still shows the calm before it: no evidence that the load holds."""
-    learned = observe({}, now=0.0, prior=PRIOR, load=400, ready=4, ttft=None, target=TARGET)
-    learned = observe(learned, now=SETTLE_S, prior=PRIOR, load=800, ready=4, ttft=0.2, target=TARGET, waiting=300)
+    learned = observe({}, now=0.0, prior=PRIOR, load=800, ready=8, ttft=None, target=TARGET)
+    learned = observe(learned, now=SETTLE_S, prior=PRIOR, load=1600, ready=8, ttft=0.2, target=TARGET, waiting=600)
     assert not any(k.startswith("cap.b") for k in learned)
-    learned = observe(learned, now=SETTLE_S + 10, prior=PRIOR, load=800, ready=4, ttft=2.0, target=TARGET, waiting=300)
+    learned = observe(learned, now=SETTLE_S + 10, prior=PRIOR, load=1600, ready=8, ttft=2.0, target=TARGET, waiting=600)
     assert learned["cap.b40.bad"] == 1.0
 
 
@@ -142,7 +142,20 @@ def test_a_small_fleet_keeps_its_own_breach_point() -> None:
     assert small_fleet_capacity(learned, PRIOR, 1) == pytest.approx(80.0)
     assert small_fleet_capacity(learned, PRIOR, 2) is None
     assert small_fleet_capacity(learned, PRIOR, 20) is None  # not a small fleet: the pooled estimate rules
-    assert 115 <= estimate(learned, PRIOR).per_instance <= 120  # the pooled knee barely moved
+    assert 115 <= estimate(learned, PRIOR).per_instance <= 120  # the pooled knee did not move
+
+
+def test_a_small_fleets_breaches_do_not_lower_a_large_fleets_capacity() -> None:
+    """One instance behind the balancer breaches a bursty load's tail at a third of the prior; twenty held
+    three fifths of it all day. Pooled, the one instance's night would size the day's twenty at a third."""
+    learned = observe({}, now=0.0, prior=PRIOR, load=35.0, ready=1, ttft=None, target=TARGET)
+    t = SETTLE_S
+    for ready, per_instance, ttft in [(1, 35.0, 2.0)] * 100 + [(20, 25.0, 0.2)] * 100 + [(20, 60.0, 0.2)] * 40:
+        learned = observe(learned, now=t, prior=PRIOR, load=per_instance * ready, ready=ready, ttft=ttft,
+                          target=TARGET)  # fmt: skip
+        t += 10.0
+    assert small_fleet_capacity(learned, PRIOR, 1) == pytest.approx(35.0, abs=BIN * PRIOR)
+    assert estimate(learned, PRIOR).per_instance == PRIOR
 
 
 def test_a_breach_while_a_backlog_drains_is_not_filed() -> None:

@@ -299,3 +299,19 @@ def test_the_compute_need_holds_scale_in_like_any_need() -> None:
     run = compute_runner(current=5)
     for t in range(0, 700, 10):  # in flight says 2 all along; compute says 5
         assert run.tick(t, **vllm(170, prompt_tokens_rate=42_500)).desired == 5
+
+
+def test_a_bursts_queue_of_a_few_seconds_teaches_no_knee() -> None:
+    """Twenty instances carry 10 requests each on average; every minute a burst of a trace piles 45 each
+    into the engines for a tick and the p99 breaches. The TTFT quantile describes the window, whose load
+    is the average: learning the burst's in-flight count as the knee would size the day at a third."""
+    from policies.capacity import estimate
+
+    fields = {**PLAIN, "learn_capacity": True, "ttft_quantile": 0.99}
+    run = Runner(spec(**fields), bounds=Bounds(min=1, max=40), current=20)
+    for t in range(0, 3600, 10):
+        burst = t % 60 == 30
+        run.tick(t, current=20, **vllm(900 if burst else 200, ttft_p99_s=2.0 if burst else 0.3),
+                 request_rate=200, arrivals=2000)  # fmt: skip
+    assert run.state.learned.get("svc.time") == pytest.approx(1.0)
+    assert estimate(run.state.learned, 100).per_instance == 100
