@@ -148,12 +148,12 @@ def test_describe_tier_shows_capacity_per_instance_and_what_was_learned(cli: Cli
     assert code == 0 and capacity["capacity_per_instance"] == capacity["prior"] == 160.0  # 0.8 × max-num-seqs 200
     assert "prior; no load high enough yet" in capacity["why"]
     assert capacity["stabilization_s"] == capacity["stabilization_configured_s"] == 300.0
-    learned: dict[str, float] = observe({}, now=0, prior=160.0, load=0, ready=4, ttft=None, target=0.5)
+    learned: dict[str, float] = observe({}, now=0, prior=160.0, load=0, ready=8, ttft=None, target=0.5)
     learned["hysteresis.window"] = 1200.0  # scale-ins were undone: the window widened to 20 minutes
     for i in range(200):  # a knee at 120 per instance
         per_instance = 60 + (i % 40) * 2.5
         ttft = 2.0 if per_instance > 120 else 0.2
-        learned = observe(learned, now=60 + 10 * i, prior=160.0, load=4 * per_instance, ready=4, ttft=ttft, target=0.5)
+        learned = observe(learned, now=60 + 10 * i, prior=160.0, load=8 * per_instance, ready=8, ttft=ttft, target=0.5)
     store = open_store(settings())
     with store.sessions.begin() as session:
         store.save_policy_state(session, "orchestrator", PolicyState(learned=learned), 4, 1.0)
