@@ -176,7 +176,9 @@ def register(app: typer.Typer) -> None:
         shown_signals = {f"{k} (at the {held_by[k]})" if k in held_by else k: v for k, v in signals.items()}
         emit(shown_signals or {"(no signals recorded yet)": ""}, Format.table, title="latest signals")
         if capacity is not None:
-            shown = {k: v for k, v in capacity.items() if k != "observations"}
+            shown = {k: v for k, v in capacity.items() if k not in ("observations", "small_fleets")}
+            small = "; ".join(f"{f['ready']} ready: {f['breached_from']:g}" for f in capacity["small_fleets"])
+            shown["small fleets breached from"] = small or "none seen"
             emit(shown, Format.table, title="capacity per instance (target tracking)")
         if batch_view is not None:
             emit(batch_view, Format.table, title="batch sizing (max_wait): learned")

@@ -7,7 +7,7 @@ from typing import Any
 
 from policies import batch, hysteresis
 from policies.boot import boot_time, samples
-from policies.capacity import estimate, service_time, summary
+from policies.capacity import SMALL_FLEET, estimate, service_time, small_fleet_capacity, summary
 from policies.prior import capacity_prior, compute_prior
 from policies.spec import ReactiveRules, ScaleToZeroPolicy
 from policies.types import PolicyState
@@ -50,6 +50,12 @@ def learned_capacity(tier: TierSpec, state: PolicyState) -> dict[str, Any] | Non
         "ttft_quantile": rules.ttft_quantile,  # the TTFT quantile held within the target
         "why": cap.text,
         "observations": [{"load_per_instance": x, "breached_share": b} for x, b in summary(state.learned)],
+        # fleets of up to SMALL_FLEET keep their own bins: the load per instance each size breached at, if seen
+        "small_fleets": [
+            {"ready": size, "breached_from": round(found, 2)}
+            for size in range(1, SMALL_FLEET + 1)
+            if (found := small_fleet_capacity(state.learned, prior, size)) is not None
+        ],
     }
 
 

@@ -162,8 +162,18 @@ def test_describe_tier_shows_capacity_per_instance_and_what_was_learned(cli: Cli
     assert capacity["capacity_per_instance"] == 120.0 and capacity["learned"] == 120.0
     assert capacity["stabilization_s"] == 1200.0 and capacity["stabilization_configured_s"] == 300.0
     assert any(o["breached_share"] == 1.0 for o in capacity["observations"])
+    assert capacity["small_fleets"] == []  # a fleet of eight files into the pooled bins only
     code, out, _ = run(cli, "describe", "tier", "orchestrator")
     assert code == 0 and "capacity per instance (target tracking)" in out and "breached from 120" in out
+    assert "small fleets breached from" in out and "none seen" in out
+    for i in range(12):  # one instance, settled, breaching at 60 in flight
+        learned = observe(learned, now=4000 + 70.0 * i, prior=160.0, load=60.0, ready=1, ttft=2.0, target=0.5)
+    with store.sessions.begin() as session:
+        store.save_policy_state(session, "orchestrator", PolicyState(learned=learned), 1, 2.0)
+    code, out, _ = run(cli, "describe", "tier", "orchestrator", "-o", "json")
+    assert json.loads(out)["capacity"]["small_fleets"] == [{"ready": 1, "breached_from": 56.0}]
+    code, out, _ = run(cli, "describe", "tier", "orchestrator")
+    assert "1 ready: 56" in out
     code, out, _ = run(cli, "describe", "tier", "research", "-o", "json")
     assert json.loads(out)["capacity"] is None  # scale-to-zero tracks no capacity
     assert json.loads(out)["batch"] is None  # nor, without max_wait, learns task times
