@@ -139,8 +139,8 @@ def _draining(out: dict[str, float], *, now: float, load: float, waiting: float 
 
 
 def _bins(learned: Mapping[str, float], size: int = 0) -> list[tuple[int, float, float]]:
-    """(bin, good weight, bad weight) of the well-observed bins, lowest load first: of every fleet size, or
-    (``size``) of fleets of that many ready instances."""
+    """(bin, good weight, bad weight) of the well-observed bins, lowest load first: the pooled bins of fleets
+    larger than ``SMALL_FLEET``, or (``size``) those of fleets of that many ready instances."""
     weights: dict[int, list[float]] = {}  # bin -> [good, bad]
     for key, value in learned.items():
         parsed = _bin_key(key)
