@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 import migrations
 
@@ -20,16 +22,44 @@ def alembic_config(engine: Engine) -> Config:
     return cfg
 
 
+@contextlib.contextmanager
+def _all_or_nothing(engine: Engine) -> Iterator[Connection]:
+    """A connection whose migration commits whole or not at all. PostgreSQL's DDL is transactional as is;
+    pysqlite begins a transaction only before data statements, so each CREATE TABLE committed on its own,
+    and a daemon killed in its first migration left half a schema that every later start refused
+    ("table ... already exists"). On SQLite the driver's implicit transactions are turned off for this
+    connection and one explicit BEGIN IMMEDIATE covers the whole migration."""
+    if engine.dialect.name != "sqlite":
+        with engine.begin() as conn:
+            yield conn
+        return
+    with engine.connect() as conn:
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        saved = driver.isolation_level
+        driver.isolation_level = None  # no implicit BEGIN/COMMIT: the one below is explicit
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.rollback()
+                raise
+            conn.commit()
+        finally:
+            driver.isolation_level = saved
+
+
 def upgrade(engine: Engine, revision: str = "head") -> None:
     cfg = alembic_config(engine)
-    with engine.begin() as conn:
+    with _all_or_nothing(engine) as conn:
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
 
 
 def downgrade(engine: Engine, revision: str) -> None:
     cfg = alembic_config(engine)
-    with engine.begin() as conn:
+    with _all_or_nothing(engine) as conn:
         cfg.attributes["connection"] = conn
         command.downgrade(cfg, revision)
 

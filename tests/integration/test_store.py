@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, inspect, text
@@ -149,3 +151,39 @@ def test_seen_webhook_requests_are_shared_claimed_once_and_pruned_by_age(any_eng
     with Store(any_engine).sessions() as s:
         assert s.scalar(select(func.count()).select_from(WebhookSeen)) == 24 + 1
     assert one.claim("a" * 64, 1100.0 + 700.0) is True  # long gone from the table: its timestamp guards it now
+
+
+def test_a_daemon_killed_while_it_creates_the_sqlite_schema_starts_next_time(tmp_path: Path) -> None:
+    """SIGKILL in the middle of the first migration (the kill storm hit it): the next start must find either
+    no schema or the whole one, never half of it ("table config_versions already exists" for ever after).
+    pysqlite runs CREATE TABLE outside any transaction unless one is begun explicitly."""
+    import multiprocessing
+
+    from sqlalchemy import event
+
+    from controller.store.db import make_engine
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+
+    def killed_after_three_tables() -> None:
+        engine = make_engine(url)
+        created = 0
+
+        @event.listens_for(engine, "after_cursor_execute")
+        def _count(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+            nonlocal created
+            if statement.lstrip().upper().startswith("CREATE TABLE"):
+                created += 1
+                if created == 3:
+                    os._exit(9)  # no cleanup, no rollback: what SIGKILL leaves
+
+        migrate.upgrade(engine)
+
+    child = multiprocessing.get_context("fork").Process(target=killed_after_three_tables)
+    child.start()
+    child.join(60)
+    assert child.exitcode == 9
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    assert migrate.is_up_to_date(engine)
+    engine.dispose()
