@@ -39,13 +39,9 @@ def _all_or_nothing(engine: Engine) -> Iterator[Connection]:
         saved = driver.isolation_level
         driver.isolation_level = None  # no implicit BEGIN/COMMIT: the one below is explicit
         try:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-            try:
+            with conn.begin():  # its commit or rollback ends the explicit transaction below
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
                 yield conn
-            except BaseException:
-                conn.rollback()
-                raise
-            conn.commit()
         finally:
             driver.isolation_level = saved
 
