@@ -21,6 +21,9 @@ class Signals:
     kv_cache_usage: float | None = None
     arrivals: float | None = None  # requests arrived since the previous tick
     request_rate: float | None = None  # requests arriving per second over the reading window
+    # Requests finished per second over the reading window (vLLM's success counter): in an overload it is
+    # what the fleet serves, not what arrives; with requests running it gives their service time.
+    finish_rate: float | None = None
     prompt_tokens_rate: float | None = None  # prompt tokens per second over the reading window
     generation_tokens_rate: float | None = None
     prefix_cache_hit_rate: float | None = None  # share of prompt tokens found in the prefix cache (no prefill)

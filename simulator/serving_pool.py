@@ -123,10 +123,11 @@ class PoolCheckpoint:
     prefill_free: FloatArray
     inflight: Requests
     unrouted: Requests
-    window: tuple[tuple[float, np.ndarray, int, np.ndarray], ...]
+    window: tuple[tuple[float, np.ndarray, int, np.ndarray, int], ...]
     window_tokens: FloatArray
     hist: LatencyHistogram
     window_arrivals: int
+    window_done: int
     last_arrivals: int
     recorded: tuple[int, int, int, int, int, int, int]  # lengths of the record's lists, arrivals, retries
 
@@ -146,12 +147,14 @@ class ServingPool:
         self._prefill_free = np.zeros(0)
         self._inflight = empty()
         self._unrouted = empty()  # requests with no instance to go to (held at the load balancer)
-        self._window: deque[tuple[float, np.ndarray, int, np.ndarray]] = deque()
+        # Per tick: its end, TTFT histogram counts, arrivals, tokens (below) and requests finished.
+        self._window: deque[tuple[float, np.ndarray, int, np.ndarray, int]] = deque()
         # Tokens of the requests that arrived in the window: prompt, prompt found in the prefix cache, output
         # (vLLM's counters count them as served; arrivals are what a fleet that keeps up serves).
         self._window_tokens = np.zeros(3)
         self._hist = LatencyHistogram()
         self._window_arrivals = 0
+        self._window_done = 0
         self._last_arrivals = 0
         self.record = PoolRecord()
 
@@ -214,7 +217,7 @@ class ServingPool:
         return PoolCheckpoint(
             tuple(self._ids), dict(self._slot_of), self._routable.copy(), frozenset(self._retired), self._est,
             self._prefill_free, self._inflight, self._unrouted, tuple(self._window), self._window_tokens.copy(),
-            self._hist.copy(), self._window_arrivals, self._last_arrivals,
+            self._hist.copy(), self._window_arrivals, self._window_done, self._last_arrivals,
             (len(rec.ttft_at), len(rec.ttft), len(rec.ttft_origin), len(rec.e2e), len(rec.timeline), rec.arrivals,
              rec.retries),
         )  # fmt: skip
@@ -225,7 +228,8 @@ class ServingPool:
         self._retired, self._est, self._prefill_free = set(cp.retired), cp.est, cp.prefill_free
         self._inflight, self._unrouted, self._window = cp.inflight, cp.unrouted, deque(cp.window)
         self._window_tokens, self._hist = cp.window_tokens.copy(), cp.hist.copy()
-        self._window_arrivals, self._last_arrivals = cp.window_arrivals, cp.last_arrivals
+        self._window_arrivals, self._window_done = cp.window_arrivals, cp.window_done
+        self._last_arrivals = cp.last_arrivals
         self._lane_cache = None
         rec = self.record
         n_at, n_ttft, n_origin, n_e2e, n_timeline, rec.arrivals, rec.retries = cp.recorded
@@ -377,13 +381,16 @@ class ServingPool:
         # Sliding window of TTFT as a histogram, like vLLM's own metric read over `window_s`.
         counts = self._hist.counts(result.ttft)
         self._hist.add(counts)
-        self._window.append((t1, counts, n_new, tokens))
+        n_done = len(result.done_e2e)
+        self._window.append((t1, counts, n_new, tokens, n_done))
         self._window_arrivals += n_new
+        self._window_done += n_done
         self._window_tokens += tokens
         while self._window and self._window[0][0] <= t1 - self.window_s:
-            _, old, n_old, old_tokens = self._window.popleft()
+            _, old, n_old, old_tokens, old_done = self._window.popleft()
             self._hist.remove(old)
             self._window_arrivals -= n_old
+            self._window_done -= old_done
             self._window_tokens -= old_tokens
         running = int((self._inflight.col(ADMITTED) > 0).sum())
         waiting_now = len(self._inflight) - running + len(self._unrouted)
@@ -426,6 +433,7 @@ class ServingPool:
             kv_cache_usage=kv,
             arrivals=float(self._last_arrivals),
             request_rate=self._window_arrivals / self.window_s,
+            finish_rate=self._window_done / self.window_s if ready else None,
             prompt_tokens_rate=prompt / self.window_s if ready else None,  # no endpoint answers: unknown
             generation_tokens_rate=output / self.window_s if ready else None,
             prefix_cache_hit_rate=cached / prompt if ready and prompt > 0 else None,

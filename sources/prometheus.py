@@ -43,6 +43,7 @@ def build_queries(selector: str, window: float) -> dict[str, str]:
             f"sum(rate(vllm:request_success_total{sel}[{w}]))"
             f" + sum(deriv(vllm:num_requests_running{sel}[{w}])) + sum(deriv(vllm:num_requests_waiting{sel}[{w}]))"
         ),
+        "finish_rate": f"sum(rate(vllm:request_success_total{sel}[{w}]))",
         "prompt_tokens_rate": f"sum(rate(vllm:prompt_tokens_total{sel}[{w}]))",
         "generation_tokens_rate": f"sum(rate(vllm:generation_tokens_total{sel}[{w}]))",
         "preemptions": f"sum(increase(vllm:num_preemptions_total{sel}[{w}]))",

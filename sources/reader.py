@@ -270,6 +270,7 @@ def _signal_values(f: VllmFigures) -> dict[str, float | None]:
         "kv_cache_usage": f.kv_cache_usage,
         "request_rate": f.request_rate,
         "arrivals": f.arrivals,
+        "finish_rate": f.finish_rate,
         "prompt_tokens_rate": f.prompt_tokens_rate,
         "generation_tokens_rate": f.generation_tokens_rate,
         "prefix_cache_hit_rate": f.prefix_cache_hit_rate,

@@ -27,6 +27,7 @@ class VllmFigures:
     # is the load even while a short fleet falls behind (finished alone would read its capacity).
     request_rate: float | None = None
     arrivals: float | None = None  # requests that arrived between the last two scrapes
+    finish_rate: float | None = None  # requests finished per second over the window
     prompt_tokens_rate: float | None = None  # tokens per second over the window
     generation_tokens_rate: float | None = None
     endpoints_answering: int = 0
@@ -93,6 +94,7 @@ class VllmWindow:
             preemptions=_sum(_increase(h, lambda s: s.preemptions) for h in histories),
             request_rate=_sum(_rate(h) for h in histories),
             arrivals=_arrivals_over_one_interval(histories),
+            finish_rate=_sum(_counter_rate(h, _finished_count) for h in histories),
             prompt_tokens_rate=_sum(_counter_rate(h, lambda s: s.prompt_tokens) for h in histories),
             generation_tokens_rate=_sum(_counter_rate(h, lambda s: s.generation_tokens) for h in histories),
             endpoints_answering=len(histories),

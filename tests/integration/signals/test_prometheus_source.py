@@ -103,6 +103,8 @@ async def test_figures_and_the_queries_that_asked_for_them(prometheus: tuple[Fak
         in fake.queries
     )
     assert f"avg(vllm:kv_cache_usage_perc{sel}) or avg(vllm:gpu_cache_usage_perc{sel})" in fake.queries
+    assert f"sum(rate(vllm:request_success_total{sel}[120s]))" in fake.queries  # the finish rate, alone
+    assert s.finish_rate == 63.5
     assert "prometheus http://127.0.0.1" in first.sources["ttft_p95_s"]
 
 

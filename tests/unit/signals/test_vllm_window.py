@@ -52,6 +52,7 @@ def test_request_rate_is_the_arrival_rate_while_the_backlog_grows() -> None:
     window.add("a", VllmSnapshot(read_at=60.0, waiting=600, running=100, successes=1600, prompt_tokens=36_000))
     figures = window.figures(["a"])
     assert figures.request_rate == pytest.approx(20.0)
+    assert figures.finish_rate == pytest.approx(10.0)  # what the fleet serves: the success counter's rate
     assert figures.prompt_tokens_rate == pytest.approx(600.0)
     assert figures.generation_tokens_rate is None  # not reported: unknown, not 0
 

@@ -34,6 +34,7 @@ def test_signals_are_unknown_without_instances_and_filled_with_them(fleet: Fleet
     _advance(fleet, 0, 30)
     s = fleet.signals("chat")
     assert s.requests_running is None and s.ttft_p95_s is None and s.kv_cache_usage is None
+    assert s.finish_rate is None  # no endpoint answers
     assert s.request_rate is not None and s.request_rate > 10
     fleet.set_instances("chat", ["c1", "c2"], now=30.0)
     fleet.set_instances("jobs", ["j1"], now=30.0)
@@ -43,6 +44,9 @@ def test_signals_are_unknown_without_instances_and_filled_with_them(fleet: Fleet
     assert s.ttft_p95_s is not None and 0.05 < s.ttft_p95_s < 2.0
     assert 0 < (s.kv_cache_usage or 0) < 1
     assert s.arrivals is not None and s.arrivals > 50
+    # Two instances keep up with this load: within the window they finish about what arrives.
+    assert s.finish_rate is not None and s.request_rate is not None
+    assert 0.5 * s.request_rate < s.finish_rate < 1.5 * s.request_rate
     assert fleet.signals("jobs").queue_depth is not None
 
 
