@@ -125,6 +125,11 @@ class Drawn:
             np.broadcast_to(np.asarray(x, dtype=np.float64), (n,)) for x in (n_in, n_out, u, overhead, n_cached)
         )
 
+    def freeze(self) -> None:
+        """Read-only from now on (kept for other runs to share)."""
+        for column in (self.t, self.n_in, self.n_out, self.u, self.overhead, self.n_cached):
+            column.flags.writeable = False
+
     def between(self, t0: float, t1: float) -> Requests:
         """The requests first sent in [t0, t1), as new rows."""
         return self.rows(self._span(t0, t1))

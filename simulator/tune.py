@@ -26,6 +26,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from policies.spec import TARGET_ONLY, THRESHOLD_ONLY, PolicySpec, ReactiveRules
 from policies.tunable import TuneRange, tune_range
 from simulator.controller_run import Checkpoint, RunOptions, RunStopped, simulate
+from simulator.workloads.sources import KEPT, keep_arrivals
 from simulator.workloads.spec import SessionsLoad, Workload
 from tiers.config import FleetConfig, TierSpec
 
@@ -351,17 +352,19 @@ def tune(
         if progress is not None:
             progress(result)
 
+    # Every trial replays the same traffic: each process draws it once (``KEPT``).
     if jobs <= 1:
-        for _ in range(trials):
-            trial, params, job = submit(None)
-            try:
-                outcome: TrialOutcome | Exception = run_trial(job)
-            except (ValidationError, ValueError) as exc:
-                outcome = exc
-            finish(trial, params, outcome)
+        with KEPT.kept():
+            for _ in range(trials):
+                trial, params, job = submit(None)
+                try:
+                    outcome: TrialOutcome | Exception = run_trial(job)
+                except (ValidationError, ValueError) as exc:
+                    outcome = exc
+                finish(trial, params, outcome)
         return result
     context = multiprocessing.get_context("spawn")  # no inherited threads or event loops in the workers
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=keep_arrivals) as pool:
         running: dict[concurrent.futures.Future[Any], tuple[Any, dict[str, float | int]]] = {}
         submitted = 0
         while submitted < trials or running:

@@ -7,8 +7,9 @@ different rates but must see identical traffic).
 
 from __future__ import annotations
 
+import contextlib
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -20,6 +21,51 @@ from simulator.workloads.traces import read_trace, replay
 from sizing.engine import EngineProfile
 
 BLOCK_S = 3600.0
+KEPT_ROWS = 30_000_000  # at most this many drawn requests kept across runs (about 1.4 GB; a busy day is 17 M)
+
+
+class KeptArrivals:
+    """Open-loop arrivals kept across runs in this process, for a search that replays one workload many
+    times (``scalectl tune``): drawing a busy day's hours cost about a tenth of each trial. Off unless asked
+    (``keep_arrivals`` for a worker's life, ``kept`` for a block): a single run keeps only the hours it is
+    in. The arrays are read-only (the fleet copies them into request rows), so sharing them cannot leak
+    one run into the next."""
+
+    def __init__(self, limit: int = KEPT_ROWS) -> None:
+        self.limit = limit
+        self.on = False
+        self._drawn: dict[tuple[object, ...], Drawn] = {}
+        self._rows = 0
+
+    def keep(self) -> None:
+        self.on = True
+
+    @contextlib.contextmanager
+    def kept(self) -> Iterator[None]:
+        """Kept while inside; dropped after."""
+        self.keep()
+        try:
+            yield
+        finally:
+            self.on, self._drawn, self._rows = False, {}, 0
+
+    def get(self, key: tuple[object, ...]) -> Drawn | None:
+        return self._drawn.get(key) if self.on else None
+
+    def put(self, key: tuple[object, ...], drawn: Drawn) -> None:
+        if not self.on or self._rows + drawn.t.shape[0] > self.limit:
+            return
+        drawn.freeze()
+        self._drawn[key] = drawn
+        self._rows += drawn.t.shape[0]
+
+
+KEPT = KeptArrivals()
+
+
+def keep_arrivals() -> None:
+    """Keep arrivals across runs in this process from now on (a search worker's initializer)."""
+    KEPT.keep()
 
 
 def tier_rng(seed: int, tier: str, *more: int) -> np.random.Generator:
@@ -48,19 +94,28 @@ class PoissonSource:
         self._start_epoch = workload.start_epoch
         self._overhead = (profile.overhead_median_s, profile.overhead_sigma)
         self._blocks: dict[int, Drawn] = {}
+        # Everything an hour's draw depends on, for arrivals kept across runs (``KEPT``).
+        self._key = (self._seed, tier, self._start_epoch, self._overhead, load.model_dump_json())
 
     def _block(self, k: int) -> Drawn:
         if k not in self._blocks:
             if len(self._blocks) > 2:
                 self._blocks.pop(min(self._blocks))
-            rng = tier_rng(self._seed, self._tier, k)
-            load = self._load
-            t = _poisson_times(rng, load.rate, load.shape, k * BLOCK_S, (k + 1) * BLOCK_S, self._start_epoch)
-            n_in = load.input_tokens.dist().sample(rng, t.shape[0])
-            n_out = load.output_tokens.dist().sample(rng, t.shape[0])
-            cached = np.floor(n_in * load.prefix_cache_hit)
-            self._blocks[k] = draw(t, n_in, n_out, rng, *self._overhead, n_cached=cached)
+            drawn = KEPT.get((*self._key, k))
+            if drawn is None:
+                drawn = self._draw(k)
+                KEPT.put((*self._key, k), drawn)
+            self._blocks[k] = drawn
         return self._blocks[k]
+
+    def _draw(self, k: int) -> Drawn:
+        rng = tier_rng(self._seed, self._tier, k)
+        load = self._load
+        t = _poisson_times(rng, load.rate, load.shape, k * BLOCK_S, (k + 1) * BLOCK_S, self._start_epoch)
+        n_in = load.input_tokens.dist().sample(rng, t.shape[0])
+        n_out = load.output_tokens.dist().sample(rng, t.shape[0])
+        cached = np.floor(n_in * load.prefix_cache_hit)
+        return draw(t, n_in, n_out, rng, *self._overhead, n_cached=cached)
 
     def _blocks_over(self, t0: float, t1: float) -> list[Drawn]:
         return [self._block(k) for k in range(int(t0 // BLOCK_S), int(np.ceil(t1 / BLOCK_S)))]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from simulator.workloads.shapes import DailyShape, DiurnalShape, SpikeShape, evaluate
-from simulator.workloads.sources import BatchTasks, PoissonSource, TraceSource, sessions_source
+from simulator.workloads.sources import BatchTasks, KeptArrivals, PoissonSource, TraceSource, sessions_source
 from simulator.workloads.spec import WorkloadError, load_workload, parse_workload
 from sizing.engine import build_profile
 
@@ -71,6 +71,32 @@ def test_same_seed_same_requests_different_seed_different() -> None:
 
     assert np.array_equal(draw(1), draw(1), equal_nan=True)
     assert not np.array_equal(draw(1)[:10], draw(2)[:10])
+
+
+def test_kept_arrivals_are_the_same_requests_shared_read_only_within_a_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = "seed: {s}\ntiers: {{a: {{kind: poisson, rate: 5, input_tokens: {{mean: 500, cv: 0.5}}}}}}"
+    profile = build_profile("H100-SXM5-80GB", "llama-3.1-8b")
+
+    def arrivals(seed: int, t0: float = 0.0, t1: float = 600.0) -> np.ndarray:
+        w = parse_workload(text.format(s=seed))
+        return PoissonSource("a", w.tiers["a"], w, profile).arrivals(t0, t1).data  # type: ignore[arg-type]
+
+    fresh = arrivals(1)
+    kept = KeptArrivals(limit=40_000)  # two hours at 5/s fit (18,000 each), a third does not
+    monkeypatch.setattr("simulator.workloads.sources.KEPT", kept)
+    assert np.array_equal(arrivals(1), fresh, equal_nan=True) and not kept._drawn  # off until asked
+    kept.keep()
+    assert np.array_equal(arrivals(1), fresh, equal_nan=True)  # drawn and kept
+    assert np.array_equal(arrivals(1), fresh, equal_nan=True)  # from the kept hour
+    assert not np.array_equal(arrivals(2)[:10], fresh[:10])  # another seed is other traffic
+    assert len(kept._drawn) == 2
+    block = next(iter(kept._drawn.values()))
+    with pytest.raises(ValueError, match="read-only"):
+        block.t[0] = 0.0
+    arrivals(1, 3600.0, 3700.0)
+    assert len(kept._drawn) == 2 and kept._rows <= kept.limit  # past the limit: drawn, not kept
 
 
 def test_sessions_follow_the_shape() -> None:
