@@ -55,7 +55,11 @@ class Requests:
         return Requests(self.data[index])
 
     def sorted_by_time(self) -> Requests:
-        return Requests(self.data[np.argsort(self.data[:, T], kind="stable")])
+        """A copy, in arrival order (stable: equal times keep their order)."""
+        t = self.data[:, T]
+        if (t[1:] >= t[:-1]).all():  # the usual tick: only fresh arrivals, drawn in order
+            return Requests(self.data.copy())
+        return Requests(self.data[np.argsort(t, kind="stable")])
 
     @staticmethod
     def concat(parts: list[Requests]) -> Requests:
