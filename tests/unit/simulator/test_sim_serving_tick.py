@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.requests import FIRST, INST, Requests, fresh
+from simulator.requests import FIRST, INST, Requests, T, fresh
 from simulator.serving_pool import ServingPool, least_connections
-from simulator.serving_tick import Estimates, lane_for, simulate_tick
+from simulator.serving_tick import Estimates, _over_limit, lane_for, simulate_tick
 from simulator.workloads.sources import fresh_requests
 from sizing.engine import EngineConfig, build_profile
 
@@ -160,3 +160,34 @@ def test_a_restored_checkpoint_replays_the_same_stretch() -> None:
     assert all(np.array_equal(x, y) for x, y in zip(first, again, strict=True))
     assert seen_again == seen_first  # the TTFT window and rates too
     assert not all(np.array_equal(x, y) for x, y in zip(first, other, strict=True))
+
+
+def test_over_limit_finds_the_instances_one_at_a_time_would() -> None:
+    """All instances at once, against each instance's own sweep over its starts and finishes."""
+    profile = build_profile("H100-SXM5-80GB", "llama-3.1-8b")
+    rng = np.random.default_rng(11)
+    found = 0
+    for _ in range(200):
+        n, slots = int(rng.integers(1, 2000)), int(rng.integers(1, 16))
+        req = fresh(100.0 + rng.uniform(-3, 5, n).round(1), np.ones(n), np.ones(n), np.zeros(n), np.zeros(n))
+        d = req.data
+        inst = rng.integers(0, slots, n)
+        reserve = rng.integers(100, int(rng.choice([3_000, 30_000, 300_000])), n).astype(np.float64)
+        end = rng.uniform(0, 8, n).round(1)  # ties between starts and finishes
+        end[rng.random(n) < 0.05] = np.inf
+        candidates = rng.random(n) < 0.6
+        maybe = (rng.random(slots) < 0.7) & (np.bincount(inst, minlength=slots) > 0)
+        expected = []
+        for slot in np.flatnonzero(maybe).tolist():
+            on = np.flatnonzero(inst == slot)
+            start = np.where(candidates[on], np.maximum(d[on, T] - 100.0, 0.0), -1.0)
+            times = np.concatenate([start, end[on]])
+            delta = np.concatenate([np.ones(on.shape[0]), -np.ones(on.shape[0])])
+            weight = np.concatenate([reserve[on], -reserve[on]])
+            order = np.lexsort((delta, times))
+            if (np.cumsum(delta[order]).max() > profile.max_num_seqs
+                    or np.cumsum(weight[order]).max() > profile.kv_capacity_tokens):  # fmt: skip
+                expected.append(slot)
+        assert _over_limit(profile, d, inst, maybe, candidates, 100.0, end, reserve) == expected
+        found += len(expected)
+    assert found > 100  # the limits were reached often enough to mean something
