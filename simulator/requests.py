@@ -59,7 +59,7 @@ class Requests:
         t = self.data[:, T]
         if (t[1:] >= t[:-1]).all():  # the usual tick: only fresh arrivals, drawn in order
             return Requests(self.data.copy())
-        return Requests(self.data[np.argsort(t, kind="stable")])
+        return Requests(self.data.take(np.argsort(t, kind="stable"), axis=0))
 
     @staticmethod
     def concat(parts: list[Requests]) -> Requests:

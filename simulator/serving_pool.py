@@ -285,8 +285,8 @@ class ServingPool:
         lane, rate = self._lane(self._est)
         d = self._inflight.data
         on = (d[:, ADMITTED] > 0) & (d[:, SESSION] >= 0)
-        end = _decode_end(d, on, t0, rate) + d[on, OVERHEAD]
-        session, round_ = d[on, SESSION].astype(np.int64), d[on, ROUND].astype(np.int64)
+        end = _decode_end(d, on, t0, rate) + d[:, OVERHEAD][on]
+        session, round_ = d[:, SESSION][on].astype(np.int64), d[:, ROUND][on].astype(np.int64)
         # Averages over the ready instances stand in for whichever instance a request will land on.
         step, free, chunk, r = (float(x[routable].mean()) for x in (lane.step, lane.free, lane.chunk, rate))
         free_a, chunk_a = np.full(1, free), np.full(1, chunk)
@@ -420,7 +420,7 @@ class ServingPool:
         kv = None
         if ready:
             on = admitted & self._routable[d[:, INST].astype(np.int64)]
-            used = (d[on, N_IN] + d[on, N_OUT] - d[on, REMAINING]).sum()
+            used = (d[:, N_IN][on] + d[:, N_OUT][on] - d[:, REMAINING][on]).sum()
             kv = float(min(used / (ready * self.profile.kv_capacity_tokens), 1.0))
         q = self._hist.quantiles((0.5, 0.95, 0.99))
         prompt, cached, output = (max(float(v), 0.0) for v in self._window_tokens)  # float noise of the sums
@@ -443,7 +443,9 @@ class ServingPool:
 def _decode_end(d: FloatArray, on: np.ndarray, t0: float, rate: FloatArray) -> FloatArray:
     """When the admitted requests ``on`` (rows of ``d``) finish decoding at their instances' rates, before
     client overhead: from their first token (or the tick's start), their remaining tokens."""
-    return t0 + np.maximum(d[on, FIRST] - t0, 0.0) + d[on, REMAINING] / rate[d[on, INST].astype(np.int64)]
+    # A column, then its rows: half the time of d[on, c].
+    first, remaining, inst = d[:, FIRST][on], d[:, REMAINING][on], d[:, INST][on].astype(np.int64)
+    return t0 + np.maximum(first - t0, 0.0) + remaining / rate[inst]
 
 
 def _keys(session: IntArray, round_: IntArray) -> np.ndarray:
