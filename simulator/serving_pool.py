@@ -83,18 +83,29 @@ def least_connections(loads: np.ndarray, n: int) -> IntArray:
         return np.empty(0, dtype=np.int64)
     if k == 1:
         return np.zeros(n, dtype=np.int64)
-    base = loads.astype(np.int64)
-    level = int(np.ceil((base.sum() + n) / k)) + 1
-    extra = np.maximum(level - base, 0)
-    inst = np.repeat(np.arange(k), extra)
-    starts = np.cumsum(extra) - extra
-    rank = np.arange(inst.shape[0]) - starts[inst]  # 0 for an instance's first arrival of the tick
-    taken = inst[np.lexsort((inst, base[inst] + rank))[:n]]
-    take = np.bincount(taken, minlength=k)
-    # Instance i's j-th arrival sits at (j + 1/2) / take[i] of the tick; arrivals go out in that order.
+    take = _levelled(loads.astype(np.int64), n)
+    # Instance i's j-th arrival sits at (j + 1/2) / take[i] of the tick; arrivals go out in that order (ties
+    # to the lower index: ``mine`` ascends, and the sort is stable).
     mine = np.repeat(np.arange(k), take)
     position = (np.arange(n) - (np.cumsum(take) - take)[mine] + 0.5) / take[mine]
-    return mine[np.lexsort((mine, position))]
+    return mine[np.argsort(position, kind="stable")]
+
+
+def _levelled(base: IntArray, n: int) -> IntArray:
+    """How many of ``n`` arrivals each instance takes when each goes to the instance with the fewest
+    connections (ties to the lowest index): all below a water level, and the last few at the level, lowest
+    index first. (Sorting every connection slot to find them cost more than the rest of the routing.)"""
+    loads = np.sort(base).tolist()
+    below = 0
+    for active in range(1, len(loads) + 1):  # the emptiest ``active`` instances fill up to ``level``
+        below += loads[active - 1]
+        level = (n + below) // active
+        if active == len(loads) or level <= loads[active]:
+            break
+    take = np.maximum(level - base, 0)
+    at_level = np.flatnonzero(base <= level)[: n - int(take.sum())]
+    take[at_level] += 1
+    return take
 
 
 @dataclass(slots=True)

@@ -6,7 +6,7 @@ import numpy as np
 
 from simulator.requests import FIRST, INST, Requests, T, fresh
 from simulator.serving_pool import ServingPool, least_connections
-from simulator.serving_tick import Estimates, _over_limit, lane_for, simulate_tick
+from simulator.serving_tick import Estimates, _by_instance_then_arrival, _over_limit, lane_for, simulate_tick
 from simulator.workloads.sources import fresh_requests
 from sizing.engine import EngineConfig, build_profile
 
@@ -93,6 +93,25 @@ def test_least_connections_levels_load_and_spreads_each_share_over_the_tick() ->
     assert assignment.tolist() == [1, 2, 1, 1, 2, 1, 1, 2, 1, 1, 2, 1]  # interleaved, not 1 × 8 then 2 × 4
     assert least_connections(np.array([5, 5, 5]), 7).tolist() == [0, 1, 2, 0, 1, 2, 0]
     assert least_connections(np.array([3]), 5).tolist() == [0] * 5
+
+
+def test_least_connections_hands_out_what_sorting_every_connection_slot_would() -> None:
+    """Against the plain formulation: every instance's next connection slots sorted by the connections
+    they would make, the first n taken; then each instance's share spread over the tick."""
+    rng = np.random.default_rng(3)
+    for _ in range(2000):
+        k, n = int(rng.integers(2, 40)), int(rng.integers(1, 3000))
+        loads = rng.integers(0, int(rng.choice([3, 50, 400])), k)
+        loads[rng.random(k) < 0.2] += int(rng.integers(0, 2000))  # a few far busier
+        level = int(np.ceil((loads.sum() + n) / k)) + 1
+        extra = np.maximum(level - loads, 0)
+        inst = np.repeat(np.arange(k), extra)
+        rank = np.arange(inst.shape[0]) - (np.cumsum(extra) - extra)[inst]
+        take = np.bincount(inst[np.lexsort((inst, loads[inst] + rank))[:n]], minlength=k)
+        mine = np.repeat(np.arange(k), take)
+        position = (np.arange(n) - (np.cumsum(take) - take)[mine] + 0.5) / take[mine]
+        expected = mine[np.lexsort((mine, position))]
+        assert least_connections(loads.astype(np.float64), n).tolist() == expected.tolist()
 
 
 def test_a_fleet_serves_its_share_of_the_load_as_well_as_one_instance_does() -> None:
@@ -191,3 +210,11 @@ def test_over_limit_finds_the_instances_one_at_a_time_would() -> None:
         assert _over_limit(profile, d, inst, maybe, candidates, 100.0, end, reserve) == expected
         found += len(expected)
     assert found > 100  # the limits were reached often enough to mean something
+
+
+def test_requests_order_by_instance_then_arrival_as_lexsort_would() -> None:
+    rng = np.random.default_rng(5)
+    for slots in (3, 40, 70_000):  # the last past what a radix pass on 16 bits holds
+        inst = rng.integers(0, slots, 3000)
+        arrive = np.maximum(rng.uniform(-1, 5, 3000).round(2), 0.0)  # ties, and zeros for the carried
+        assert np.array_equal(_by_instance_then_arrival(inst, arrive), np.lexsort((arrive, inst)))
