@@ -235,7 +235,7 @@ def _scan_fast(
     inst = all_inst[index]
     arrive = np.maximum(d[:, COL_T][index] - t0, 0.0)  # a column, then its rows: half the time of d[index, c]
     if inst.shape[0] > 1 and (inst[1:] != inst[0]).any():
-        order = np.lexsort((arrive, inst))
+        order = _by_instance_then_arrival(inst, arrive)
         index, inst, arrive = index[order], inst[order], arrive[order]
     elif inst.shape[0] > 1 and (arrive[1:] < arrive[:-1]).any():
         order = np.argsort(arrive, kind="stable")
@@ -268,6 +268,16 @@ def _scan_fast(
     served[index] = extra
     last = np.append(boundary[1:] - 1, index.shape[0] - 1)
     rel_free[inst[last]] = depart[last]
+
+
+def _by_instance_then_arrival(inst: IntArray, arrive: FloatArray) -> IntArray:
+    """``np.lexsort((arrive, inst))`` in two stable passes, the second a radix sort on small integers (a
+    third of the time)."""
+    order = np.argsort(arrive, kind="stable")
+    keys = inst[order]
+    if keys.max() < 2**16:  # instance slots: a few hundred at most in practice
+        keys = keys.astype(np.uint16)
+    return order[np.argsort(keys, kind="stable")]
 
 
 def _step_limited(
