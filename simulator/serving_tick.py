@@ -196,11 +196,13 @@ def _over_limit(
     if not n:
         return []
     start = np.where(candidates[on], np.maximum(d[:, COL_T][on] - t0, 0.0), -1.0)
-    times = np.concatenate([start, end[on]])
+    # Finishes first, then starts: at equal times a finish frees its slot before a start takes one, so a
+    # stable sort by instance then time is the order (``_by_instance_then_arrival``).
+    times = np.concatenate([end[on], start])
+    delta = np.concatenate([-np.ones(n), np.ones(n)])
+    weight = np.concatenate([-reserve[on], reserve[on]])
     slots = np.concatenate([inst[on], inst[on]])
-    delta = np.concatenate([np.ones(n), -np.ones(n)])
-    weight = np.concatenate([reserve[on], -reserve[on]])
-    order = np.lexsort((delta, times, slots))  # at equal times, a finish frees its slot before a start takes one
+    order = _by_instance_then_arrival(slots, times)
     slots = slots[order]
     first = np.flatnonzero(np.concatenate([[True], slots[1:] != slots[:-1]]))
     over = (_peak_running_sum(delta[order], first) > profile.max_num_seqs) | (
