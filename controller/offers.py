@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from dataclasses import dataclass
 
 from clocks import Clock
@@ -28,8 +29,10 @@ class _Entry:
     offers: tuple[Offer, ...]
 
 
+@functools.lru_cache(maxsize=1024)
 def cache_key(provider: str, gpu: str, count: int) -> CacheKey:
-    """GPU spellings ("H100", "h100-sxm5") share one entry; an unknown name is kept as written."""
+    """GPU spellings ("H100", "h100-sxm5") share one entry; an unknown name is kept as written. Remembered:
+    the GPU catalogue is fixed, and the reconciler asks for every tier's key several times a tick."""
     with contextlib.suppress(UnknownGpu):
         gpu = normalize_gpu(gpu)
     return (provider, gpu, count)
