@@ -167,6 +167,7 @@ class ServingPool:
         self._window_arrivals = 0
         self._window_done = 0
         self._last_arrivals = 0
+        self._started: float | None = None  # the first tick's start: a young window spans less than window_s
         self.record = PoolRecord()
 
     # ---- membership -------------------------------------------------------------------------------------
@@ -251,6 +252,8 @@ class ServingPool:
     def advance(self, t0: float, t1: float, source: OpenSource | ClosedSource | None) -> None:
         """Move the tier from ``t0`` to ``t1`` under ``source``'s traffic."""
         self._prefill_free = np.maximum(self._prefill_free, t0 - 1.0)
+        if self._started is None:
+            self._started = t0
         if source is not None and getattr(source, "closed_loop", False):
             result, sent = self._advance_closed(t0, t1, source)  # type: ignore[arg-type]
         else:
@@ -435,6 +438,11 @@ class ServingPool:
             kv = float(min(used / (ready * self.profile.kv_capacity_tokens), 1.0))
         q = self._hist.quantiles((0.5, 0.95, 0.99))
         prompt, cached, output = (max(float(v), 0.0) for v in self._window_tokens)  # float noise of the sums
+        # Rates over the time the window spans, as the /metrics reader divides by its snapshots' span: in the
+        # first minute a full window's length would read a fraction of the real rates.
+        span = self.window_s
+        if self._window and self._started is not None:
+            span = min(self.window_s, max(self._window[-1][0] - self._started, 1e-9))
         return Signals(
             ttft_p50_s=q[0] if q else None,
             ttft_p95_s=q[1] if q else None,
@@ -443,10 +451,10 @@ class ServingPool:
             requests_running=running if ready else None,
             kv_cache_usage=kv,
             arrivals=float(self._last_arrivals),
-            request_rate=self._window_arrivals / self.window_s,
-            finish_rate=self._window_done / self.window_s if ready else None,
-            prompt_tokens_rate=prompt / self.window_s if ready else None,  # no endpoint answers: unknown
-            generation_tokens_rate=output / self.window_s if ready else None,
+            request_rate=self._window_arrivals / span,
+            finish_rate=self._window_done / span if ready else None,
+            prompt_tokens_rate=prompt / span if ready else None,  # no endpoint answers: unknown
+            generation_tokens_rate=output / span if ready else None,
             prefix_cache_hit_rate=cached / prompt if ready and prompt > 0 else None,
         )
 

@@ -50,6 +50,16 @@ def test_signals_are_unknown_without_instances_and_filled_with_them(fleet: Fleet
     assert fleet.signals("jobs").queue_depth is not None
 
 
+def test_rates_in_the_first_minute_are_over_the_time_the_window_spans(fleet: Fleet) -> None:
+    """As the /metrics reader divides by its snapshots' span: 15 s into the day, 30 req/s reads about 30,
+    not the 7.5 a full minute's length would make of it."""
+    fleet.set_instances("chat", ["c1", "c2"], now=0.0)
+    _advance(fleet, 0, 15)
+    s = fleet.signals("chat")
+    assert s.request_rate is not None and 20 < s.request_rate < 40
+    assert s.prompt_tokens_rate is not None and 20 * 800 < s.prompt_tokens_rate < 40 * 800
+
+
 def test_preempted_instance_requests_are_retried_and_served(fleet: Fleet) -> None:
     fleet.set_instances("chat", ["c1", "c2"], now=0.0)
     _advance(fleet, 0, 60)
