@@ -265,6 +265,16 @@ def service_time(learned: Mapping[str, float]) -> float | None:
     return learned.get(_SERVICE)
 
 
+def service_time_waiting(running: float | None, waiting: float | None, finish_rate: float | None) -> float | None:
+    """A request's time in service while requests wait: running ÷ finished per second (Little's law on the
+    running part; the waiting ones are not in service). None unless requests wait and some finish. A full
+    batch runs each step slower than a healthy one, so this is longer than the service time at the target
+    load, and a need sized with it errs high; it stands in only until ``observe_service_time`` has one."""
+    if not running or running <= 0 or not waiting or waiting <= 0 or not finish_rate or finish_rate <= 0:
+        return None
+    return running / finish_rate
+
+
 _FAST, _FAST_T = "rate.fast", "rate.t"
 FAST_HALF_LIFE_S = 30.0
 

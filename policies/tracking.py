@@ -33,6 +33,7 @@ from policies.capacity import (
     observe_fast_rate,
     observe_service_time,
     service_time,
+    service_time_waiting,
     small_fleet_capacity,
 )
 from policies.common import ceil_count, dur, latency, num
@@ -44,6 +45,8 @@ DRAIN_S = 120.0  # a backlog met by a breach is served within about one boot
 KNOWN = "load_known"  # since when the load has been known without a gap
 IDLE = "idle"
 SCALED_IN = "scaled_in"  # the last scale-in (for the bounded rate)
+WAITING_LAST = "breach.waiting"  # the last tick's requests waiting: a backlog that shrinks is being served
+WAITING_SVC = "svc.waiting"  # the shortest service time seen while requests waited, before one is learned
 
 
 def capacity_for(rules: ReactiveRules, inp: PolicyInput, state: PolicyState) -> CapacityEstimate | None:
@@ -70,6 +73,17 @@ def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load, tail: float | Non
         rate=load.rate,
         ttft_ok=tail is None or tail <= rules.ttft_target,
     )
+    waiting = _waiting(signals)
+    if waiting is None:
+        learned.pop(WAITING_LAST, None)
+    else:
+        learned[WAITING_LAST] = waiting
+    # The shortest: a batch that just filled has finished little yet, so its reading runs long for a while.
+    waiting_svc = service_time_waiting(load.running, load.waiting, signals.finish_rate)
+    if service_time(learned) is not None:
+        learned.pop(WAITING_SVC, None)
+    elif waiting_svc is not None:
+        learned[WAITING_SVC] = round(min(waiting_svc, learned.get(WAITING_SVC, waiting_svc)), 4)
     prior = rules.capacity if rules.capacity is not None else inp.capacity_prior
     if prior is None or not rules.learn_capacity:
         return replace(inp.state, learned=learned)
@@ -135,11 +149,11 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
 
     assert load.in_flight is not None
     per = cap.per_instance * rules.target_utilization
-    svc = service_time(state.learned)
+    svc, svc_note = _service_time(state, load, inp.signals)
     asked = offered(load, svc)
     assert asked is not None
     need = _small_fleet(rules, state, cap, asked, max(floor, ceil_count(asked / per)), current)
-    basis = _basis(load, cap, svc, rules.target_utilization)
+    basis = _basis(load, cap, svc, rules.target_utilization) + svc_note
     if bursting:
         basis += f" (a burst: {num(round(inp.signals.arrivals or 0))} arrivals this tick)"
     state = state.with_condition(KNOWN, True, now).with_condition(IDLE, load.idle, now)
@@ -158,7 +172,7 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     state = _window(state, now, keep, span)
 
     busy = max(asked / per, compute[0] if compute is not None else 0.0)  # instances' worth of work
-    breach = _breach(rules, inp, per, need, svc, busy, tail)
+    breach = _breach(rules, inp, per, need, svc, busy, tail, inp.state.learned.get(WAITING_LAST))
     if breach is not None and breach[0] > need:
         need_out, breach_text = breach
     else:
@@ -180,6 +194,30 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
         state = _since(state, SCALED_IN, now)
         return Decision(floor, f"no work at all for {dur(idle_for)} → floor {floor}", state, load.in_flight)
     return _scale_in(rules, floor, inp, state, need, basis, load)
+
+
+def _waiting(signals: Signals) -> float | None:
+    """Requests waiting: vLLM's own figure, else the queue in front of it."""
+    return signals.requests_waiting if signals.requests_waiting is not None else signals.queue_depth
+
+
+def _service_time(state: PolicyState, load: Load, signals: Signals) -> tuple[float | None, str]:
+    """The learned service time; before one is learned, while requests wait, the one the running requests
+    show (``service_time_waiting``), when it sizes below the requests in flight. Without it a cold fleet
+    under traffic sizes on what is in flight, backlog included: the backlog grows every tick until the first
+    instances are up, and the fleet with it, to its ``max``, though new instances serve only what arrives
+    (the backlog waits in the engines that took it)."""
+    learned = service_time(state.learned)
+    if learned is not None or load.rate is None or load.in_flight is None or not load.waiting:
+        return learned, ""
+    waiting_svc = state.learned.get(WAITING_SVC)
+    if waiting_svc is None or load.rate * waiting_svc >= load.in_flight:
+        return None, ""
+    note = (
+        f" (service time {waiting_svc:.1f} s while requests wait: the least running ÷ finished seen;"
+        f" now {num(round(load.running or 0))} ÷ {rate_text(signals.finish_rate or 0.0)})"
+    )
+    return waiting_svc, note
 
 
 def _small_fleet(
@@ -245,6 +283,7 @@ def _breach(
     svc: float | None,
     busy: float,
     tail: tuple[float | None, str],
+    waiting_before: float | None,
 ) -> tuple[int, str] | None:
     """A TTFT breach the load figures do not explain: add what the requests waiting need (at least one),
     unless instances are already on their way (their capacity is the answer to the same symptom). The
@@ -255,16 +294,20 @@ def _breach(
     requests in flight or compute, whichever is more, at this tick's burst rate) is no shortage: a few slow requests
     (a long prompt, a cold cache) breach a quiet window's tail at any fleet size, and an instance added per
     breach only grows a night's fleet without end. It holds (no scale-in while TTFT breaches) and adds
-    nothing."""
+    nothing.
+
+    Fewer waiting than a tick ago (``waiting_before``) is a backlog being served: it waits in the engines that
+    took it, and a new instance takes only new arrivals (the rate's need covers those), so more instances
+    would not serve it sooner. It holds."""
     value, quantile = tail  # tail_ttft's
     if value is None or value <= rules.ttft_target:
         return None
     text = f"TTFT {quantile} {latency(value)} > {latency(rules.ttft_target)}"
     if inp.booting > 0:
         return need, f"{text}, {inp.booting} instance(s) still booting"
-    waiting = inp.signals.requests_waiting
-    if waiting is None:
-        waiting = inp.signals.queue_depth or 0.0
+    waiting = _waiting(inp.signals) or 0.0
+    if waiting_before is not None and waiting < waiting_before:
+        return need, f"{text}, {num(round(waiting))} waiting, fewer than a tick ago: a backlog being served"
     if waiting == 0 and inp.current > 0 and busy < TOO_LITTLE * inp.current:  # none booting: all are ready
         return (
             need,

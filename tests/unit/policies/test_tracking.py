@@ -315,3 +315,45 @@ def test_a_bursts_queue_of_a_few_seconds_teaches_no_knee() -> None:
                  request_rate=200, arrivals=2000)  # fmt: skip
     assert run.state.learned.get("svc.time") == pytest.approx(1.0)
     assert estimate(run.state.learned, 100).per_instance == 100
+
+
+def test_a_cold_fleet_under_traffic_sizes_on_the_rate_not_the_backlog_in_flight() -> None:
+    """One instance meets 150 req/s before any service time is learned: 100 run, 3,000 wait in its engine.
+    What runs finishes at 10 per second, so a request is 100 ÷ 10 = 10 s in service: 150 req/s × 10 s =
+    1,500 in flight ÷ 85 → 18, not the 3,100 in flight ÷ 85 → 37 the backlog would ask for."""
+    run = runner(current=1)
+    decision = run.tick(0, **vllm(3100, waiting=3000), request_rate=150, finish_rate=10)
+    assert decision.desired == 18
+    assert decision.reason == (
+        "load 150 req/s ÷ (10 req/s × 0.85) (service time 10.0 s while requests wait: the least running ÷"
+        " finished seen; now 100 ÷ 10 req/s) → 18"
+    )
+    # Without the finish rate it is the requests in flight, backlog and all, as before.
+    assert runner(current=1).tick(0, **vllm(3100, waiting=3000), request_rate=150).desired == 37
+
+
+def test_the_waiting_service_time_keeps_its_shortest_reading_and_never_sizes_above_in_flight() -> None:
+    run = runner(current=1)
+    run.tick(0, **vllm(3100, waiting=3000), request_rate=150, finish_rate=10)  # 10 s
+    # New instances just took 300 requests each and have finished few: 900 ÷ 20 = 45 s reads long; 10 s holds.
+    decision = run.tick(5, current=4, **vllm(4000, waiting=3100), request_rate=150, finish_rate=20)
+    assert "service time 10.0 s" in decision.reason and decision.desired == 18
+    # A stand-in that would size above what is in flight is not used: 300 in flight ÷ 85 → 4.
+    small = runner(current=1).tick(0, **vllm(300, waiting=200), request_rate=150, finish_rate=10)
+    assert small.desired == 4 and "service time" not in small.reason
+
+
+@pytest.mark.parametrize(("waiting_now", "expected"), [(2990, 10), (3000, 11), (3100, 11)])
+def test_a_breach_adds_nothing_while_its_backlog_shrinks(waiting_now: int, expected: int) -> None:
+    """A backlog waits in the engines that took it; a new instance takes only new arrivals. While fewer wait
+    than a tick ago the backlog is being served, and the breach holds; as many or more: it adds."""
+    run = runner(current=10)
+    for t in range(0, 120, 10):  # 850 in flight at 340 req/s: 2.5 s per request; 10 instances needed
+        run.tick(t, **vllm(850), request_rate=340, arrivals=3400)
+    run.tick(120, **vllm(850 + 3000, waiting=3000, ttft_p95_s=4.0), request_rate=340, arrivals=3400, current=10)
+    decision = run.tick(
+        130, current=10, **vllm(850 + waiting_now, waiting=waiting_now, ttft_p95_s=4.0), request_rate=340, arrivals=3400
+    )
+    assert decision.desired == expected
+    if expected == 10:
+        assert "2990 waiting, fewer than a tick ago: a backlog being served → hold 10" in decision.reason
