@@ -34,5 +34,7 @@ def dur(seconds: float) -> str:
 
 
 def latency(seconds: float) -> str:
-    """A latency for a reason, in milliseconds: 620ms."""
+    """A latency for a reason: 620ms; from 10 s on, in seconds (a backlog's wait: 1016.8s, not 1.01676e+06ms)."""
+    if seconds >= 10:
+        return f"{seconds:.1f}s"
     return f"{seconds * 1000:g}ms"

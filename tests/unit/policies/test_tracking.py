@@ -357,3 +357,9 @@ def test_a_breach_adds_nothing_while_its_backlog_shrinks(waiting_now: int, expec
     assert decision.desired == expected
     if expected == 10:
         assert "2990 waiting, fewer than a tick ago: a backlog being served → hold 10" in decision.reason
+
+
+def test_a_backlogs_minutes_of_wait_read_in_seconds_in_the_reason() -> None:
+    decision = runner(current=10).tick(0, **vllm(800, waiting=170, ttft_p95_s=1016.76))
+    assert "TTFT p95 1016.8s > 500ms with 170 waiting: +2" in decision.reason
+    assert "TTFT p95 9999ms" in runner(current=10).tick(0, **vllm(800, waiting=170, ttft_p95_s=9.999)).reason
