@@ -61,6 +61,9 @@ class ReactiveRules(_Strict):
     # from the KV-cache math (`scalectl plan`), refined from the fleet's own TTFT-vs-load observations.
     capacity: float | None = Field(None, gt=0)
     learn_capacity: bool = True
+    # While the tier is short now, launch as many again as the deficit and cancel the rest once the deficit
+    # serves: the first of twice as many boots land sooner. Off where a cancelled boot bills a full hour.
+    hedge_launches: bool = True
     stabilization: Duration = Field(
         300.0, json_schema_extra=tunable(60, 900, step=30)
     )  # scale in only to the highest need over this window

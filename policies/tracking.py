@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from policies import hysteresis
+from policies import boot, hysteresis
 from policies.burst import burst_rate
 from policies.capacity import (
     SMALL_FLEET,
@@ -47,6 +47,8 @@ IDLE = "idle"
 SCALED_IN = "scaled_in"  # the last scale-in (for the bounded rate)
 WAITING_LAST = "breach.waiting"  # the last tick's requests waiting: a backlog that shrinks is being served
 WAITING_SVC = "svc.waiting"  # the shortest service time seen while requests waited, before one is learned
+HEDGE_FOR = "hedge.for"  # the count hedged launches were added for: once that many serve, the rest go
+NARROW_BOOTS = 1.25  # measured boot times within this ratio (p90 ÷ p10): launching extra would not pay
 
 
 def capacity_for(rules: ReactiveRules, inp: PolicyInput, state: PolicyState) -> CapacityEstimate | None:
@@ -177,12 +179,36 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
         need_out, breach_text = breach
     else:
         need_out, breach_text = need, ""
+    hedged_for = state.learned.get(HEDGE_FOR)
+    if hedged_for is not None:
+        hedged_for = max(hedged_for, float(need_out))  # a deficit that grew keeps its hedge
+        ready = current - inp.booting
+        if ready < hedged_for and inp.booting > 0:
+            state = replace(state, learned={**state.learned, HEDGE_FOR: hedged_for})
+        else:
+            state = replace(state, learned={k: v for k, v in state.learned.items() if k != HEDGE_FOR})
+            surplus = min(inp.booting, current - max(need_out, ready))
+            if surplus > 0:
+                text = (
+                    f"{basis} → {need}; {ready} ready serve the {int(hedged_for)} launched for:"
+                    f" the {surplus} hedged launch(es) still booting are cancelled → {current - surplus}"
+                )
+                return Decision(current - surplus, text, state, load.in_flight)
+        if need_out <= current and HEDGE_FOR in state.learned:
+            text = f"{basis} → {need}; {ready} of the {int(hedged_for)} launched for ready → hold {current}"
+            return Decision(current, text, state, load.in_flight)
     if need_out > current:
         state = replace(state, learned=hysteresis.scaling_out(rules, state.learned, now, need_out, breached))
         if need_out > need:  # what the breach asked for is a need too: the window keeps it
             state = _window(state, now, need_out, hysteresis.window(rules, state.learned))
         text = f"{basis} → {need}" + (f"; {breach_text} → {need_out}" if breach_text else "")
-        return Decision(need_out, text, state, load.in_flight)
+        full = busy * rules.target_utilization  # instances' worth of work at full capacity
+        hedging = rules.hedge_launches and HEDGE_FOR not in state.learned
+        extra = _hedge(inp, state, breached, need_out, full) if hedging else 0
+        if extra:
+            state = replace(state, learned={**state.learned, HEDGE_FOR: float(need_out)})
+            text += f"; short now: +{extra} hedged launch(es), cancelled once {need_out} serve → {need_out + extra}"
+        return Decision(need_out + extra, text, state, load.in_flight)
     if current < floor:
         text = f"{basis} → {need}; {current} is below the floor {floor} → {floor}"
         return Decision(floor, text, state, load.in_flight)
@@ -218,6 +244,23 @@ def _service_time(state: PolicyState, load: Load, signals: Signals) -> tuple[flo
         f" now {num(round(load.running or 0))} ÷ {rate_text(signals.finish_rate or 0.0)})"
     )
     return waiting_svc, note
+
+
+def _hedge(inp: PolicyInput, state: PolicyState, breached: bool, need_out: int, full: float) -> int:
+    """Extra launches while the tier is short now: more work than its ready instances carry at full capacity
+    (``full``, instances' worth), or the TTFT target breached with requests waiting, no fewer than a tick
+    ago. As many again as the deficit. Boot times vary (2–5 minutes is common), and the k-th of
+    2k launches serves about when the median boot ends, where k launches wait for the slowest of k; the
+    extra ones are cancelled, most of them still booting, once the deficit serves. Not when the tier's own
+    boots have been measured close together (``NARROW_BOOTS``): then nothing comes sooner."""
+    waiting, before = _waiting(inp.signals) or 0.0, inp.state.learned.get(WAITING_LAST)
+    backlog_grows = breached and waiting > 0 and (before is None or waiting >= before)
+    if not backlog_grows and full <= inp.current - inp.booting:
+        return 0
+    found = sorted(boot.samples(state.learned))
+    if found and found[math.ceil(0.9 * len(found)) - 1] < NARROW_BOOTS * found[int(0.1 * (len(found) - 1))]:
+        return 0
+    return need_out - inp.current
 
 
 def _small_fleet(

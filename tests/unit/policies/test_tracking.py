@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from policies.types import Bounds
+from policies.types import Bounds, PolicyState
 from tests.unit.policies.helpers import Runner, spec
 
-# capacity 100 in flight per instance × 0.85 = 85 per instance; no learning, no tolerance: plain arithmetic
+# capacity 100 in flight per instance × 0.85 = 85 per instance; no learning, no tolerance, no hedged launches:
+# plain arithmetic
 PLAIN = {
     "kind": "min-floor",
     "floor": 1,
@@ -15,6 +16,7 @@ PLAIN = {
     "target_utilization": 0.85,
     "learn_capacity": False,
     "tolerance": 0,
+    "hedge_launches": False,
 }
 
 
@@ -363,3 +365,42 @@ def test_a_backlogs_minutes_of_wait_read_in_seconds_in_the_reason() -> None:
     decision = runner(current=10).tick(0, **vllm(800, waiting=170, ttft_p95_s=1016.76))
     assert "TTFT p95 1016.8s > 500ms with 170 waiting: +2" in decision.reason
     assert "TTFT p95 9999ms" in runner(current=10).tick(0, **vllm(800, waiting=170, ttft_p95_s=9.999)).reason
+
+
+def test_a_tier_short_now_hedges_its_launches_and_cancels_the_rest_once_the_deficit_serves() -> None:
+    """850 in flight on 4 ready: 10 needed, and the work is 8.5 instances' worth at full capacity, more than
+    the 4 carry. It launches the deficit twice over; once 10 serve, the 6 still booting are cancelled."""
+    run = runner(current=4, hedge_launches=True)
+    decision = run.tick(0, **vllm(850))
+    assert decision.desired == 16
+    assert decision.reason.endswith("→ 10; short now: +6 hedged launch(es), cancelled once 10 serve → 16")
+    held = run.tick(5, booting=12, **vllm(850))
+    assert held.desired == 16 and held.reason.endswith("4 of the 10 launched for ready → hold 16")
+    covered = run.tick(10, booting=6, **vllm(850))
+    assert covered.desired == 10
+    assert covered.reason.endswith(
+        "10 ready serve the 10 launched for: the 6 hedged launch(es) still booting are cancelled → 10"
+    )
+    assert runner(current=4).tick(0, **vllm(850)).desired == 10  # hedge_launches: false
+
+
+def test_a_need_the_ready_instances_still_carry_is_not_hedged() -> None:
+    """A ramp: 850 in flight on 9 ready is 8.5 instances' worth at full capacity; they carry it while the
+    tenth boots."""
+    decision = runner(current=9, hedge_launches=True).tick(0, **vllm(850))
+    assert decision.desired == 10 and "hedged" not in decision.reason
+
+
+@pytest.mark.parametrize(("boots", "expected"), [((180, 182, 185, 190), 10), ((120, 200, 250, 300), 16)])
+def test_boots_measured_close_together_are_not_hedged(boots: tuple[float, ...], expected: int) -> None:
+    """Twice as many launches land sooner only when boot times spread: p90 under 1.25 × p10, nothing is."""
+    run = runner(current=4, hedge_launches=True)
+    run.state = PolicyState(learned={f"boot.s.{i}": b for i, b in enumerate(boots)})
+    assert run.tick(0, **vllm(850)).desired == expected
+
+
+def test_a_cold_fleet_hedges_the_launches_it_sizes_on_the_rate() -> None:
+    run = runner(current=1, hedge_launches=True)
+    decision = run.tick(0, **vllm(3100, waiting=3000), request_rate=150, finish_rate=10)
+    assert decision.desired == 35  # 18 for 150 req/s at 10 s each, and 17 more while the deficit boots
+    assert "short now: +17 hedged launch(es), cancelled once 18 serve → 35" in decision.reason
