@@ -85,13 +85,18 @@ def _wait_for(url: str, predicate, attempts: int = 100, **kwargs: Any) -> httpx.
     raise AssertionError(f"{url} never matched; last: {last.status_code if last else None}")
 
 
+# A connection per request: a kept-alive one may have been accepted by a worker that a reload is retiring,
+# which closes it once idle; under load that raced the next request ("Server disconnected") in CI.
+FRESH = httpx.Limits(max_keepalive_connections=0)
+
+
 def _status(url: str) -> int:
-    with httpx.Client(timeout=5) as client:
+    with httpx.Client(timeout=5, limits=FRESH) as client:
         return client.post(url, json={}).status_code
 
 
 def _hits(url: str, n: int, headers: dict[str, str] | None = None) -> Counter[str]:
-    with httpx.Client(timeout=5) as client:
+    with httpx.Client(timeout=5, limits=FRESH) as client:
         return Counter(client.post(url, headers=headers or {}, json={}).json()["backend"] for _ in range(n))
 
 
