@@ -44,12 +44,17 @@ def pending(learned: Mapping[str, float]) -> list[float]:
     return [t for _, t in _entries(learned, _PENDING)]
 
 
-def boot_time(learned: Mapping[str, float]) -> float | None:
-    """The 90th percentile of the recent create→ready samples, or None with fewer than three."""
+def percentile(learned: Mapping[str, float], q: float) -> float | None:
+    """The ``q`` quantile (nearest rank) of the recent create→ready samples, or None with fewer than three."""
     found = sorted(samples(learned))
     if not found:
         return None
-    return found[min(len(found) - 1, math.ceil(0.9 * len(found)) - 1)]
+    return found[max(0, min(len(found) - 1, math.ceil(q * len(found)) - 1))]
+
+
+def boot_time(learned: Mapping[str, float]) -> float | None:
+    """The 90th percentile of the recent create→ready samples, or None with fewer than three."""
+    return percentile(learned, 0.9)
 
 
 def observe(learned: Mapping[str, float], *, now: float, ready: int, current: int, desired: int) -> dict[str, float]:

@@ -257,8 +257,8 @@ def _hedge(inp: PolicyInput, state: PolicyState, breached: bool, need_out: int, 
     backlog_grows = breached and waiting > 0 and (before is None or waiting >= before)
     if not backlog_grows and full <= inp.current - inp.booting:
         return 0
-    found = sorted(boot.samples(state.learned))
-    if found and found[math.ceil(0.9 * len(found)) - 1] < NARROW_BOOTS * found[int(0.1 * (len(found) - 1))]:
+    p10, p90 = boot.percentile(state.learned, 0.1), boot.percentile(state.learned, 0.9)
+    if p10 is not None and p90 is not None and p90 < NARROW_BOOTS * p10:
         return 0
     return need_out - inp.current
 
