@@ -81,10 +81,9 @@ def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load, tail: float | Non
     else:
         learned[WAITING_LAST] = waiting
     # The shortest: a batch that just filled has finished little yet, so its reading runs long for a while.
-    waiting_svc = service_time_waiting(load.running, load.waiting, signals.finish_rate)
     if service_time(learned) is not None:
         learned.pop(WAITING_SVC, None)
-    elif waiting_svc is not None:
+    elif (waiting_svc := service_time_waiting(load.running, load.waiting, signals.finish_rate)) is not None:
         learned[WAITING_SVC] = round(min(waiting_svc, learned.get(WAITING_SVC, waiting_svc)), 4)
     prior = rules.capacity if rules.capacity is not None else inp.capacity_prior
     if prior is None or not rules.learn_capacity:
@@ -179,24 +178,10 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
         need_out, breach_text = breach
     else:
         need_out, breach_text = need, ""
-    hedged_for = state.learned.get(HEDGE_FOR)
-    if hedged_for is not None:
-        hedged_for = max(hedged_for, float(need_out))  # a deficit that grew keeps its hedge
-        ready = current - inp.booting
-        if ready < hedged_for and inp.booting > 0:
-            state = replace(state, learned={**state.learned, HEDGE_FOR: hedged_for})
-        else:
-            state = replace(state, learned={k: v for k, v in state.learned.items() if k != HEDGE_FOR})
-            surplus = min(inp.booting, current - max(need_out, ready))
-            if surplus > 0:
-                text = (
-                    f"{basis} → {need}; {ready} ready serve the {int(hedged_for)} launched for:"
-                    f" the {surplus} hedged launch(es) still booting are cancelled → {current - surplus}"
-                )
-                return Decision(current - surplus, text, state, load.in_flight)
-        if need_out <= current and HEDGE_FOR in state.learned:
-            text = f"{basis} → {need}; {ready} of the {int(hedged_for)} launched for ready → hold {current}"
-            return Decision(current, text, state, load.in_flight)
+    state, settled = _settle_hedge(inp, state, need_out, f"{basis} → {need}")
+    if settled is not None:
+        count, text = settled
+        return Decision(count, text, state, load.in_flight)
     if need_out > current:
         state = replace(state, learned=hysteresis.scaling_out(rules, state.learned, now, need_out, breached))
         if need_out > need:  # what the breach asked for is a need too: the window keeps it
@@ -244,6 +229,34 @@ def _service_time(state: PolicyState, load: Load, signals: Signals) -> tuple[flo
         f" now {num(round(load.running or 0))} ÷ {rate_text(signals.finish_rate or 0.0)})"
     )
     return waiting_svc, note
+
+
+def _settle_hedge(
+    inp: PolicyInput, state: PolicyState, need_out: int, head: str
+) -> tuple[PolicyState, tuple[int, str] | None]:
+    """Launches hedged on an earlier tick (``_hedge``): while fewer than their count serve and some still
+    boot, hold (a need that grew raises the count they are for); then cancel those still booting beyond the
+    need, and forget the hedge. The count and reason to return now, if any."""
+    hedged_for = state.learned.get(HEDGE_FOR)
+    if hedged_for is None:
+        return state, None
+    current = inp.current
+    hedged_for = max(hedged_for, float(need_out))  # a deficit that grew keeps its hedge
+    ready = current - inp.booting
+    if ready < hedged_for and inp.booting > 0:
+        state = replace(state, learned={**state.learned, HEDGE_FOR: hedged_for})
+        if need_out > current:
+            return state, None
+        return state, (current, f"{head}; {ready} of the {int(hedged_for)} launched for ready → hold {current}")
+    state = replace(state, learned={k: v for k, v in state.learned.items() if k != HEDGE_FOR})
+    surplus = min(inp.booting, current - max(need_out, ready))
+    if surplus <= 0:
+        return state, None
+    text = (
+        f"{head}; {ready} ready serve the {int(hedged_for)} launched for:"
+        f" the {surplus} hedged launch(es) still booting are cancelled → {current - surplus}"
+    )
+    return state, (current - surplus, text)
 
 
 def _hedge(inp: PolicyInput, state: PolicyState, breached: bool, need_out: int, full: float) -> int:
