@@ -6,7 +6,8 @@ and capacity from policies/capacity.py. Then, the way Kubernetes' HPA behaves:
 
 - scale out in the tick the need exceeds the count, straight to the need; a TTFT breach (the held
   quantile, ``ttft_quantile``, p99 by default, over the target) with no instance on its way adds what the
-  measured excess (requests waiting) needs, at least one; no scale-in while TTFT breaches;
+  measured excess (requests waiting) needs, at least one; no scale-in while TTFT breaches, unless it is a
+  tail that more instances did not cure (``_tail_futility``): then it neither adds nor holds;
 - scale in only to the highest need over the last ``stabilization`` seconds (a need recorded 4m59s ago
   still counts with a 5m window; one from 5m01s ago does not), and only once a full window of known load
   has been seen; at most ``scale_in_max_fraction`` of the fleet per ``scale_in_period``. The needs kept for
@@ -49,6 +50,16 @@ WAITING_LAST = "breach.waiting"  # the last tick's requests waiting: a backlog t
 WAITING_SVC = "svc.waiting"  # the shortest service time seen while requests waited, before one is learned
 HEDGE_FOR = "hedge.for"  # the count hedged launches were added for: once that many serve, the rest go
 NARROW_BOOTS = 1.25  # measured boot times within this ratio (p90 ÷ p10): launching extra would not pay
+# A breach that more instances did not cure (``_tail_futility``): the breach the test starts from, and the tail
+# found not to shrink with the fleet, with when it was found.
+ANCHOR_TAIL, ANCHOR_LOAD, ANCHOR_READY = "tail.anchor", "tail.anchor.load", "tail.anchor.ready"
+FUTILE_TAIL, FUTILE_T = "tail.futile", "tail.futile.t"
+RELIEVED = 0.8  # a test needs each ready instance carrying at most this share of the anchor's load
+UNCURED = 0.75  # ... and the tail still this share (or more) as far over the target as at the anchor
+FUTILE_BAND = 1.1  # a breach up to this far above the uncured tail is that tail again
+FUTILE_FOR_S = 6 * 3600.0  # then the walk tests again: traffic and engines change
+QUEUED_T = "tail.queued_t"  # the last tick with requests waiting
+QUEUE_WINDOW_S = 60.0  # a TTFT quantile read within this of a queue still holds the queue's wait
 
 
 def capacity_for(rules: ReactiveRules, inp: PolicyInput, state: PolicyState) -> CapacityEstimate | None:
@@ -167,12 +178,16 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
         if by_compute > need:
             basis, need = f"{basis} → {need}; {compute_text}", by_compute
         keep = max(keep, ceil_count(fraction * (1 + rules.tolerance)))
+    busy = max(asked / per, compute[0] if compute is not None else 0.0)  # instances' worth of work
+    state, uncured = _tail_futility(rules, inp, state, tail, busy)
+    if uncured:  # the tail more instances did not cure: not a breach to scale on (no hold, no walk)
+        basis += f"; {uncured}"
+        tail = (None, tail[1])
     breached = tail[0] is not None and tail[0] > rules.ttft_target
     state = replace(state, learned=hysteresis.observe(rules, state.learned, now, breached))
     span = hysteresis.window(rules, state.learned)
     state = _window(state, now, keep, span)
 
-    busy = max(asked / per, compute[0] if compute is not None else 0.0)  # instances' worth of work
     breach = _breach(rules, inp, per, need, svc, busy, tail, inp.state.learned.get(WAITING_LAST))
     if breach is not None and breach[0] > need:
         need_out, breach_text = breach
@@ -229,6 +244,65 @@ def _service_time(state: PolicyState, load: Load, signals: Signals) -> tuple[flo
         f" now {num(round(load.running or 0))} ÷ {rate_text(signals.finish_rate or 0.0)})"
     )
     return waiting_svc, note
+
+
+def _tail_futility(
+    rules: ReactiveRules, inp: PolicyInput, state: PolicyState, tail: tuple[float | None, str], busy: float
+) -> tuple[PolicyState, str]:
+    """Whether a TTFT breach with nothing waiting is one that more instances did not cure; the reason to
+    give when it is (else "").
+
+    A tail can breach for reasons no fleet size removes: a target below what the client overhead and the
+    prompt's prefill take at that quantile, or a few slow requests. The breach rule adds an instance per
+    breach, so such a tail walks the fleet to ``max`` and holds it there (no scale-in while TTFT breaches).
+    The test: the first breach with nothing waiting and none booting is the anchor (its tail, ready count
+    and work per ready instance). Once the fleet has grown past it and each ready instance carries at most
+    ``RELIEVED`` of the anchor's work, a tail still ``UNCURED`` as far over the target is not capacity: a
+    breach up to ``FUTILE_BAND`` above it neither adds nor holds, for ``FUTILE_FOR_S``. A cured tail moves
+    the anchor to now; a tail within the target ends the episode. Requests waiting are a shortage whatever
+    the tail, and so is a tail read within ``QUEUE_WINDOW_S`` of a queue (the window still holds its wait):
+    never excused, never a test."""
+    value, quantile = tail
+    now, target = inp.now, rules.ttft_target
+    learned = dict(state.learned)
+    found = learned.get(FUTILE_T)
+    if found is not None and now - found > FUTILE_FOR_S:
+        learned.pop(FUTILE_T)
+        learned.pop(FUTILE_TAIL, None)
+    if value is None or value <= target:
+        for key in (ANCHOR_TAIL, ANCHOR_LOAD, ANCHOR_READY):
+            learned.pop(key, None)
+        return replace(state, learned=learned), ""
+    if (_waiting(inp.signals) or 0.0) > 0:
+        learned[QUEUED_T] = now
+    queued = learned.get(QUEUED_T)
+    if (queued is not None and now - queued <= QUEUE_WINDOW_S) or inp.booting > 0 or inp.current < 1:
+        return replace(state, learned=learned), ""  # a queue now or in the window's tail is capacity
+    ready, per_ready = inp.current, busy / inp.current
+    futile = learned.get(FUTILE_TAIL)
+    if futile is not None and value <= futile * FUTILE_BAND:
+        text = (
+            f"TTFT {quantile} {latency(value)} > {latency(target)} with nothing waiting: the tail more instances"
+            f" did not cure ({latency(futile)}), not capacity"
+        )
+        return replace(state, learned=learned), text
+    anchor = learned.get(ANCHOR_TAIL)
+    anchor_load, anchor_ready = learned.get(ANCHOR_LOAD, 0.0), learned.get(ANCHOR_READY, 0.0)
+    if anchor is None or ready <= anchor_ready or per_ready > RELIEVED * anchor_load:
+        if anchor is None:
+            learned.update({ANCHOR_TAIL: value, ANCHOR_LOAD: per_ready, ANCHOR_READY: float(ready)})
+        return replace(state, learned=learned), ""
+    if value - target < UNCURED * (anchor - target):  # more instances helped: test again from here
+        learned.update({ANCHOR_TAIL: value, ANCHOR_LOAD: per_ready, ANCHOR_READY: float(ready)})
+        return replace(state, learned=learned), ""
+    for key in (ANCHOR_TAIL, ANCHOR_LOAD, ANCHOR_READY):
+        learned.pop(key, None)
+    learned[FUTILE_TAIL], learned[FUTILE_T] = min(value, anchor), now  # the tail that stayed
+    text = (
+        f"TTFT {quantile} {latency(value)} > {latency(target)} with nothing waiting, as at {int(anchor_ready)}"
+        f" ready ({latency(anchor)}) with {anchor_load / per_ready:.1f}× the work each: not capacity"
+    )
+    return replace(state, learned=learned), text
 
 
 def _settle_hedge(

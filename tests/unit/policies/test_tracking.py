@@ -404,3 +404,67 @@ def test_a_cold_fleet_hedges_the_launches_it_sizes_on_the_rate() -> None:
     decision = run.tick(0, **vllm(3100, waiting=3000), request_rate=150, finish_rate=10)
     assert decision.desired == 35  # 18 for 150 req/s at 10 s each, and 17 more while the deficit boots
     assert "short now: +17 hedged launch(es), cancelled once 18 serve → 35" in decision.reason
+
+
+def _uncured(run: Runner) -> None:
+    """2 ready instances at 80 in flight breach p99 600 ms with nothing waiting (+1 → 3); on 3, each carrying
+    two thirds of the work, the tail is as far over: the breach is not capacity."""
+    first = run.tick(0, **vllm(80, ttft_p99_s=0.6))
+    assert first.desired == 3 and "TTFT p99 600ms > 500ms with 0 waiting: +1" in first.reason
+    found = run.tick(10, **vllm(80, ttft_p99_s=0.6))
+    assert found.desired == 3
+    assert "TTFT p99 600ms > 500ms with nothing waiting, as at 2 ready (600ms) with 1.5× the work each" in (
+        found.reason
+    )
+
+
+def test_a_tail_more_instances_did_not_cure_neither_walks_nor_holds_the_fleet() -> None:
+    run = runner(current=2)
+    _uncured(run)
+    excused = run.tick(20, **vllm(80, ttft_p99_s=0.62))
+    assert excused.desired == 3
+    assert "the tail more instances did not cure (600ms), not capacity" in excused.reason
+    seen = [run.tick(t, **vllm(80, ttft_p99_s=0.62)).desired for t in range(30, 400, 10)]
+    assert seen[-1] == 1  # no hold while it breaches: back to the need (80 ÷ 85 → 1) once the window passes
+
+
+def test_a_tail_more_instances_cured_keeps_walking() -> None:
+    run = runner(current=2)
+    run.tick(0, **vllm(80, ttft_p99_s=0.6))
+    cured = run.tick(10, **vllm(80, ttft_p99_s=0.574))  # 74 ms over, under three quarters of 100: cured
+    assert cured.desired == 4 and "with 0 waiting: +1" in cured.reason
+    assert "not capacity" not in cured.reason
+
+
+@pytest.mark.parametrize(("p99", "expected"), [(0.66, 3), (0.661, 4)])
+def test_an_uncured_tail_excuses_breaches_up_to_a_tenth_above_it(p99: float, expected: int) -> None:
+    run = runner(current=2)
+    _uncured(run)
+    assert run.tick(20, **vllm(80, ttft_p99_s=p99)).desired == expected
+
+
+def test_requests_waiting_are_never_excused_by_an_uncured_tail() -> None:
+    run = runner(current=2)
+    _uncured(run)
+    decision = run.tick(20, **vllm(80, waiting=5, ttft_p99_s=0.6))
+    assert decision.desired == 4 and "with 5 waiting: +1" in decision.reason
+
+
+@pytest.mark.parametrize(("at", "expected"), [(75, 4), (80, 3)])
+def test_a_tail_read_within_a_minute_of_a_queue_tests_nothing(at: int, expected: int) -> None:
+    """The window's quantile still holds the queue's wait for 60 s after the last tick with requests waiting."""
+    run = runner(current=2)
+    run.tick(0, **vllm(80, ttft_p99_s=0.6))  # the anchor: 2 ready
+    run.tick(15, current=3, **vllm(80, waiting=5, ttft_p99_s=0.6))  # a queue at 15 s: +1 → 4
+    run.tick(45, current=3, **vllm(80, ttft_p99_s=0.6))  # fewer waiting than a tick ago: held
+    decision = run.tick(at, current=3, **vllm(80, ttft_p99_s=0.6))
+    assert decision.desired == expected  # 75 s: a breach again, +1; 80 s: tested, uncured
+
+
+def test_an_uncured_tail_is_tested_again_after_six_hours() -> None:
+    run = runner(current=2)
+    _uncured(run)
+    within = run.tick(6 * 3600 + 10, **vllm(80, ttft_p99_s=0.6))  # 6 h after the finding: still excused
+    assert within.desired == 2 and "not capacity" in within.reason
+    again = run.tick(6 * 3600 + 11, **vllm(80, ttft_p99_s=0.6))
+    assert again.desired == 3 and "with 0 waiting: +1" in again.reason
