@@ -265,6 +265,8 @@ def _tail_futility(
     value, quantile = tail
     now, target = inp.now, rules.ttft_target
     learned = dict(state.learned)
+    if (_waiting(inp.signals) or 0.0) > 0:
+        learned[QUEUED_T] = now
     found = learned.get(FUTILE_T)
     if found is not None and now - found > FUTILE_FOR_S:
         learned.pop(FUTILE_T)
@@ -273,8 +275,6 @@ def _tail_futility(
         for key in (ANCHOR_TAIL, ANCHOR_LOAD, ANCHOR_READY):
             learned.pop(key, None)
         return replace(state, learned=learned), ""
-    if (_waiting(inp.signals) or 0.0) > 0:
-        learned[QUEUED_T] = now
     queued = learned.get(QUEUED_T)
     if (queued is not None and now - queued <= QUEUE_WINDOW_S) or inp.booting > 0 or inp.current < 1:
         return replace(state, learned=learned), ""  # a queue now or in the window's tail is capacity

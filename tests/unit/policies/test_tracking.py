@@ -468,3 +468,13 @@ def test_an_uncured_tail_is_tested_again_after_six_hours() -> None:
     assert within.desired == 2 and "not capacity" in within.reason
     again = run.tick(6 * 3600 + 11, **vllm(80, ttft_p99_s=0.6))
     assert again.desired == 3 and "with 0 waiting: +1" in again.reason
+
+
+def test_a_queue_under_a_tail_within_the_target_still_keeps_the_next_minute_from_testing() -> None:
+    """TTFT lags a queue: a window can read within the target while requests wait, and breach after."""
+    run = runner(current=2)
+    run.tick(0, **vllm(80, ttft_p99_s=0.6))  # the anchor: 2 ready
+    run.tick(15, current=3, **vllm(80, waiting=5, ttft_p99_s=0.4))  # a queue, the tail not yet over
+    run.tick(45, current=3, **vllm(80, ttft_p99_s=0.6))  # the anchor again (0.4 ended the first)
+    decision = run.tick(60, current=4, **vllm(80, ttft_p99_s=0.6))
+    assert "not capacity" not in decision.reason  # 45 s after the queue: no test
