@@ -11,6 +11,7 @@ baseline, every tier ticking every 5 s of virtual time.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ from tiers.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
-TRACES = Path("/work/shared/traces")
+TRACES = Path(os.environ.get("SCALECTL_TRACES") or ROOT.parent / "shared" / "traces")
 
 
 def _line(name: str, sim_s: float, wall: float, requests: int) -> None:

@@ -10,7 +10,7 @@ baseline's cost and SLO, and simulated seconds per wall second for the whole run
 and the baselines, which run in a second process), with the CPU seconds of both processes. Targets for
 user-facing tiers: SLO >= 99.5%, cost <= 1.15 x oracle and <= 0.5 x static, cheaper than reactive at equal
 or better SLO. Trace files are read from
-the workload's path, else from $SCALECTL_TRACES (default /work/shared/traces).
+the workload's path, else from $SCALECTL_TRACES (default: the shared traces folder beside the repository).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from tiers.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-TRACES = Path(os.environ.get("SCALECTL_TRACES", "/work/shared/traces"))
+TRACES = Path(os.environ.get("SCALECTL_TRACES") or ROOT.parent / "shared" / "traces")
 
 SCENARIOS = {  # name -> (tiers file, workload file)
     "support-day": ("tiers/support-business-day.yaml", "workloads/support-business-day.yaml"),

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -7,7 +8,8 @@ import pytest
 
 from sizing.spec import ServingSpec
 
-TRACES = Path("/work/shared/traces")
+# $SCALECTL_TRACES, else the shared traces folder beside the repository (as the example workloads read it)
+TRACES = Path(os.environ.get("SCALECTL_TRACES") or Path(__file__).resolve().parents[3].parent / "shared" / "traces")
 
 
 @pytest.fixture
