@@ -428,7 +428,8 @@ def _breach(
 
     Fewer waiting than a tick ago (``waiting_before``) is a backlog being served: it waits in the engines that
     took it, and a new instance takes only new arrivals (the rate's need covers those), so more instances
-    would not serve it sooner. It holds."""
+    would not serve it sooner. It holds. So does a breach with nothing waiting within ``QUEUE_WINDOW_S`` of
+    the last tick that had requests waiting: the window's quantile holds that queue's wait."""
     value, quantile = tail  # tail_ttft's
     if value is None or value <= rules.ttft_target:
         return None
@@ -438,6 +439,9 @@ def _breach(
     waiting = _waiting(inp.signals) or 0.0
     if waiting_before is not None and waiting < waiting_before:
         return need, f"{text}, {num(round(waiting))} waiting, fewer than a tick ago: a backlog being served"
+    queued = inp.state.learned.get(QUEUED_T)
+    if waiting == 0 and queued is not None and inp.now - queued <= QUEUE_WINDOW_S:
+        return need, f"{text}, nothing waiting {dur(inp.now - queued)} after a queue: the window holds its wait"
     if waiting == 0 and inp.current > 0 and busy < TOO_LITTLE * inp.current:  # none booting: all are ready
         return (
             need,

@@ -450,15 +450,15 @@ def test_requests_waiting_are_never_excused_by_an_uncured_tail() -> None:
     assert decision.desired == 4 and "with 5 waiting: +1" in decision.reason
 
 
-@pytest.mark.parametrize(("at", "expected"), [(75, 4), (80, 3)])
-def test_a_tail_read_within_a_minute_of_a_queue_tests_nothing(at: int, expected: int) -> None:
+@pytest.mark.parametrize(("at", "expected"), [(75, "after a queue: the window holds its wait"), (80, "not capacity")])
+def test_a_tail_read_within_a_minute_of_a_queue_tests_nothing(at: int, expected: str) -> None:
     """The window's quantile still holds the queue's wait for 60 s after the last tick with requests waiting."""
     run = runner(current=2)
     run.tick(0, **vllm(80, ttft_p99_s=0.6))  # the anchor: 2 ready
     run.tick(15, current=3, **vllm(80, waiting=5, ttft_p99_s=0.6))  # a queue at 15 s: +1 → 4
     run.tick(45, current=3, **vllm(80, ttft_p99_s=0.6))  # fewer waiting than a tick ago: held
     decision = run.tick(at, current=3, **vllm(80, ttft_p99_s=0.6))
-    assert decision.desired == expected  # 75 s: a breach again, +1; 80 s: tested, uncured
+    assert decision.desired == 3 and expected in decision.reason  # 75 s: the queue's wait; 80 s: tested, uncured
 
 
 def test_an_uncured_tail_is_tested_again_after_six_hours() -> None:
@@ -478,3 +478,20 @@ def test_a_queue_under_a_tail_within_the_target_still_keeps_the_next_minute_from
     run.tick(45, current=3, **vllm(80, ttft_p99_s=0.6))  # the anchor again (0.4 ended the first)
     decision = run.tick(60, current=4, **vllm(80, ttft_p99_s=0.6))
     assert "not capacity" not in decision.reason  # 45 s after the queue: no test
+
+
+@pytest.mark.parametrize(("at", "expected"), [(80, 3), (81, 4)])
+def test_a_breach_with_nothing_waiting_within_a_minute_of_a_queue_is_the_queues_wait(at: int, expected: int) -> None:
+    """The window's quantile holds the wait of a queue that just cleared: it adds nothing (and holds) for 60 s
+    after the last tick with requests waiting, then a breach counts again."""
+    run = runner(current=3)
+    run.tick(0, **vllm(160, ttft_p99_s=0.4))
+    run.tick(15, **vllm(160, waiting=20, ttft_p99_s=0.4))  # a queue, the tail not over yet
+    run.tick(20, **vllm(160, waiting=20, ttft_p99_s=0.4))  # the last tick with requests waiting
+    run.tick(50, **vllm(160, ttft_p99_s=0.4))  # cleared, the tail within the target
+    decision = run.tick(at, **vllm(160, ttft_p99_s=0.9))
+    assert decision.desired == expected
+    if expected == 3:
+        assert decision.reason.endswith(
+            "TTFT p99 900ms > 500ms, nothing waiting 1m after a queue: the window holds its wait → hold 3"
+        )
