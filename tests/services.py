@@ -1,16 +1,19 @@
 """Local services for integration tests: reach them, start them if they are down, or fail loudly.
 
 Never skip silently: a test that needs PostgreSQL, Redis or RabbitMQ and cannot get one fails with the
-command that would have started it.
+command that would have started it. The test workers run in parallel (pytest-xdist): one process at a time
+starts a service, under ``services_lock``, and the others find it up.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import glob
 import os
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -55,10 +58,29 @@ def _port_open(port: int) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def services_lock() -> Iterator[None]:
+    """Held while a service is started or reconfigured, across processes: two test workers that both find
+    RabbitMQ down would otherwise both start it."""
+    with (Path(tempfile.gettempdir()) / "scalectl-test-services.lock").open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def ensure_service(name: str, wait_seconds: float = 60.0) -> None:
     """Make sure ``name`` answers on its port, starting it if needed; raise with the reason otherwise."""
+    if _port_open(PORTS[name]):
+        return
+    with services_lock():
+        _start_service(name, wait_seconds)
+
+
+def _start_service(name: str, wait_seconds: float) -> None:
     port = PORTS[name]
-    if _port_open(port):
+    if _port_open(port):  # another worker started it while this one waited for the lock
         return
     errors = []
     for cmd in START[name]:

@@ -11,6 +11,8 @@ import uuid
 import httpx
 import pytest
 
+from tests.services import ensure_service, services_lock
+
 REDIS_DB = 11  # never db 0: other people's tests share this Redis
 RABBIT_MANAGEMENT = "http://127.0.0.1:15672"
 
@@ -21,42 +23,32 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _wait_port(port: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if _port_open(port):
-            return True
-        time.sleep(0.2)
-    return False
+def _service(name: str) -> None:
+    try:
+        ensure_service(name)
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    if not _port_open(6379):
-        if shutil.which("redis-server"):
-            subprocess.run(["redis-server", "--daemonize", "yes"], check=False, timeout=20)
-        if not _wait_port(6379, 15):
-            pytest.fail("Redis is not running on 127.0.0.1:6379 and could not be started (redis-server)")
+    _service("redis")
     return f"redis://127.0.0.1:6379/{REDIS_DB}"
 
 
 @pytest.fixture(scope="session")
 def rabbit_url() -> str:
-    if not _port_open(5672):
-        for command in (["rabbitmq-server", "-detached"], ["service", "rabbitmq-server", "start"]):
-            if shutil.which(command[0]):
-                subprocess.run(command, check=False, timeout=60)
-                break
-        if not _wait_port(5672, 60):
-            pytest.fail("RabbitMQ is not running on 127.0.0.1:5672 and could not be started")
+    _service("rabbitmq")
     return "amqp://guest:guest@127.0.0.1:5672//"
 
 
 @pytest.fixture(scope="session")
 def rabbit_management(rabbit_url: str) -> str:
-    """Enables the management plugin when it is off (it ships with RabbitMQ)."""
+    """Enables the management plugin when it is off (it ships with RabbitMQ); one test worker at a time."""
     if not _port_open(15672) and shutil.which("rabbitmq-plugins"):
-        subprocess.run(["rabbitmq-plugins", "enable", "rabbitmq_management"], check=False, timeout=120)
+        with services_lock():
+            if not _port_open(15672):
+                subprocess.run(["rabbitmq-plugins", "enable", "rabbitmq_management"], check=False, timeout=120)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
