@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from tests.ports import free_port
 from tests.services import repo_root
+
+__all__ = ["daemon_log", "env_for", "free_port", "json_of", "scalectl", "start_daemon"]
 
 
 def env_for(data_dir: Path, **extra: str) -> dict[str, str]:
@@ -52,9 +54,3 @@ def daemon_log(data_dir: Path) -> Path:
 def json_of(result: subprocess.CompletedProcess[str]) -> Any:
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -4,7 +4,6 @@ front of three in-process vLLM stand-ins: spread, session affinity, reload remov
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections import Counter
@@ -17,15 +16,10 @@ import httpx
 import pytest
 
 from serving.routing import Endpoint, NginxTarget, TierRoute
+from tests.ports import free_port
 from tests.private_nginx import NGINX, private_nginx
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _backend(name: str) -> ThreadingHTTPServer:
@@ -102,7 +96,7 @@ def _hits(url: str, n: int, headers: dict[str, str] | None = None) -> Counter[st
 
 async def test_spread_affinity_reload_and_empty(nginx, backends) -> None:
     target, _ = nginx
-    batch_port, chat_port = _free_port(), _free_port()
+    batch_port, chat_port = free_port(), free_port()
     batch = TierRoute("batch", listen=f"127.0.0.1:{batch_port}")
     chat = TierRoute("chat", session_affinity=True, listen=f"127.0.0.1:{chat_port}")
     all_three = [Endpoint(a) for a in backends.values()]

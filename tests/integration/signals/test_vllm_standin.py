@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ from sizing.engine import EngineConfig, build_profile
 from sources.exposition import parse_vllm_metrics, parse_vllm_metrics_reference
 from sources.reader import SignalReader
 from sources.spec import SignalsSpec
+from tests.ports import free_port
 from vllm_standin import StandinConfig, run_in_thread
 from vllm_standin.app import engine_profile
 
@@ -112,10 +112,7 @@ def test_ttft_grows_with_queueing() -> None:
 async def test_reader_over_standins_of_both_generations_with_a_restart() -> None:
     configs = [StandinConfig(model="m", speed=50), StandinConfig(model="m", speed=50, metrics_generation="old")]
     with run_in_thread(configs) as servers:
-        closed = socket.socket()
-        closed.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{closed.getsockname()[1]}"
-        closed.close()
+        dead = f"http://127.0.0.1:{free_port()}"  # nobody listens there (this worker's own port)
         spec = SignalsSpec.model_validate({"metrics": {"window": "5m"}, "endpoints": [servers.urls[1], dead]})
         reader = SignalReader(SystemClock(), timeout=2.0)
         try:
@@ -146,14 +143,8 @@ async def test_reader_over_standins_of_both_generations_with_a_restart() -> None
     assert details["preemptions"] == 0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_process_cli_drains_in_flight_requests_on_sigterm() -> None:
-    port = _free_port()
+    port = free_port()
     command = [sys.executable, "-m", "vllm_standin", "--host", "127.0.0.1", "--port", str(port), "--model", "m",
                "--max-model-len", "4096", "--max-num-seqs", "8", "--speed", "1",
                "--metrics-generation", "old"]  # fmt: skip

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,6 +12,7 @@ import pytest
 
 from clocks import FakeClock
 from serving.readiness import ReadinessProbe
+from tests.ports import free_port
 
 
 class _State:
@@ -102,8 +102,5 @@ async def test_garbage_model_list(server, probe) -> None:
 
 
 async def test_connection_refused(probe) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    result = await probe.check(f"127.0.0.1:{port}", "m/llama", 4096)
+    result = await probe.check(f"127.0.0.1:{free_port()}", "m/llama", 4096)  # this worker's own: nobody listens
     assert not result.ready and result.reason == "connection refused"
