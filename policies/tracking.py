@@ -1,7 +1,8 @@
 """Target tracking (``mode: target``, the default of min-floor and of predictive's reactive part).
 
 need = ceil(load ÷ (capacity per instance × target utilisation)), with load = requests in flight
-(policies/load.py) at the window's rate, or at a recent or burst rate when higher (policies/burst.py),
+(policies/load.py) at the window's rate, or at a recent or burst rate when higher (policies/burst.py), or
+where a ramp will be a boot from now (policies/ramp.py),
 and capacity from policies/capacity.py. Then, the way Kubernetes' HPA behaves:
 
 - scale out in the tick the need exceeds the count, straight to the need; a TTFT breach (the held
@@ -21,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from policies import boot, hysteresis
+from policies import boot, hysteresis, ramp
 from policies.burst import burst_rate
 from policies.capacity import (
     SMALL_FLEET,
@@ -79,7 +80,11 @@ def tail_ttft(rules: ReactiveRules, signals: Signals) -> tuple[float | None, str
 def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load, tail: float | None) -> PolicyState:
     signals = inp.signals
     learned = observe_service_time(
-        observe_fast_rate(inp.state.learned, now=inp.now, arrivals=signals.arrivals),
+        ramp.observe(
+            observe_fast_rate(inp.state.learned, now=inp.now, arrivals=signals.arrivals),
+            now=inp.now,
+            arrivals=signals.arrivals,
+        ),
         now=inp.now,
         in_flight=load.in_flight,
         waiting=load.waiting,
@@ -148,6 +153,11 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     bursting = load.rate is not None and burst is not None and burst > load.rate
     if bursting:
         load = replace(load, rate=burst)  # a burst within the window (policies/burst.py)
+    ahead = ramp.projected(state.learned, now=now, lead=inp.boot_time or ramp.LEAD_S)
+    rising = load.rate is not None and ahead is not None and ahead.rate > load.rate
+    if rising:
+        assert ahead is not None
+        load = replace(load, rate=ahead.rate)  # where a ramp will be when a launch serves (policies/ramp.py)
     cap = capacity_for(rules, inp, state)
     if cap is None or not load.known:
         state = replace(state.with_condition(KNOWN, False, now).with_condition(IDLE, False, now), needs=())
@@ -168,6 +178,9 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     basis = _basis(load, cap, svc, rules.target_utilization) + svc_note
     if bursting:
         basis += f" (a burst: {num(round(inp.signals.arrivals or 0))} arrivals this tick)"
+    if rising:
+        assert ahead is not None
+        basis += f" (rising {ahead.slope:.2g} req/s each second: {rate_text(ahead.rate)} in {dur(ahead.lead)})"
     state = state.with_condition(KNOWN, True, now).with_condition(IDLE, load.idle, now)
     keep = max(floor, ceil_count(asked * (1 + rules.tolerance) / per))
     keep = _small_fleet(rules, state, cap, asked * (1 + rules.tolerance), keep, current)

@@ -495,3 +495,20 @@ def test_a_breach_with_nothing_waiting_within_a_minute_of_a_queue_is_the_queues_
         assert decision.reason.endswith(
             "TTFT p99 900ms > 500ms, nothing waiting 1m after a queue: the window holds its wait → hold 3"
         )
+
+
+def _ramp_runner() -> Runner:
+    return Runner(spec(**PLAIN), bounds=Bounds(min=1, max=40), current=3, compute_prior=100_000.0)
+
+
+@pytest.mark.parametrize(("slope", "expected"), [(0.0, 3), (0.2, 4)])
+def test_a_ramp_is_sized_where_it_will_be_when_a_launch_serves(slope: float, expected: int) -> None:
+    """1,000 prompt tokens a request on 100k tokens/s per instance × 0.85: 204 req/s need 3. Rising 0.2 req/s
+    each second, the rate 5m30s on (the last full minute's middle, then the 5-minute lead) is ~270: 4."""
+    run = _ramp_runner()
+    decision = None
+    for t in range(5, 425, 5):
+        rate = 204.0 + slope * (t - 420)
+        decision = run.tick(t, **vllm(20), request_rate=rate, arrivals=rate * 5, prompt_tokens_rate=rate * 1000)
+    assert decision is not None and decision.desired == expected
+    assert ("rising 0.2 req/s each second" in decision.reason) is (slope > 0)
