@@ -179,6 +179,7 @@ def simulate(
             pool.shutdown(cancel_futures=True)
     result.report.baselines = {k: dict(v) for k, v in baselines.items()}
     result.report.warnings = result.report.bound_warnings({name: config.tiers[name].max for name in workload.tiers})
+    result.report.warnings += result.report.reach_warnings(opts.slo_goal)
     return result
 
 

@@ -214,6 +214,24 @@ class Report:
             )
         return lines
 
+    def reach_warnings(self, slo_goal: float) -> list[str]:
+        """A tier where even a static fleet at the oracle's busiest-minute size, all day, holds fewer requests
+        within the TTFT target than ``slo_goal``: the target is under the requests' own tail (the client
+        overhead, a long prompt's prefill), which no fleet size removes, so no policy reaches the SLO."""
+        lines = []
+        for name, base in self.baselines.items():
+            static, oracle = base.get("static"), base.get("oracle")
+            if static is None or static.slo_attainment is None or static.slo_attainment >= slo_goal:
+                continue
+            size = f" of {oracle.peak}" if oracle is not None and oracle.peak is not None else ""
+            lines.append(
+                f"tier {name}: a static fleet{size} (the oracle's busiest minute) all day held only "
+                f"{_pct(static.slo_attainment)} of requests within the TTFT target, under the SLO of {_pct(slo_goal)}: "
+                "the target is below the requests' own tail (client overhead, prefill), which no fleet size "
+                f"removes; raise the TTFT target, or read the SLO against {_pct(static.slo_attainment)}"
+            )
+        return lines
+
     def rollout_lines(self) -> list[str]:
         """One line per rolling replacement of the run, for the console."""
         lines = []

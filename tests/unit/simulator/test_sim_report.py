@@ -68,6 +68,20 @@ def test_a_max_below_the_oracles_busiest_minute_is_a_warning() -> None:
     assert "warnings" not in _report().to_dict()
 
 
+@pytest.mark.parametrize(("static_slo", "warned"), [(0.995, False), (0.9949, True)])
+def test_a_target_a_static_peak_fleet_misses_is_a_warning(static_slo: float, warned: bool) -> None:
+    """A TTFT target under the requests' own tail: even the oracle's busiest-minute fleet, all day, misses."""
+    report = _report()
+    report.baselines["chat"]["oracle"] = BaselineOutcome("oracle", 40.0, 16.7, None, peak=12)
+    report.baselines["chat"]["static"] = BaselineOutcome("static", 90.0, 36.0, static_slo)
+    lines = report.reach_warnings(0.995)
+    assert bool(lines) is warned
+    if warned:
+        (line,) = lines
+        assert line.startswith("tier chat: a static fleet of 12 (the oracle's busiest minute) all day held only 99.49%")
+        assert "raise the TTFT target" in line
+
+
 def test_tables_fit_100_columns_and_the_plot_is_a_png(tmp_path: Path) -> None:
     report = _report()
     report.tiers["support-daytime"] = report.tiers.pop("chat")  # a realistic name, 15 characters
