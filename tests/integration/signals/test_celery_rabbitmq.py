@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import os
 import time
 from collections.abc import Iterator
 
@@ -39,20 +38,26 @@ def queues(rabbit_url: str, rabbit_management: str, unique: str) -> Iterator[tup
         httpx.delete(f"{rabbit_management}/api/{kind}/%2F/{name}", auth=("guest", "guest"), timeout=5)
 
 
-def _app(broker: str):
-    os.environ["SIGTEST_BROKER"], os.environ["SIGTEST_PREFIX"] = broker, ""
+def _app(broker: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("SIGTEST_BROKER", broker)  # read when the module loads; restored after the test
+    monkeypatch.setenv("SIGTEST_PREFIX", "")
     import tests.integration.signals.celery_app as module
 
     return importlib.reload(module).app
 
 
 async def test_ready_and_unacked_with_a_worker(
-    rabbit_url: str, rabbit_management: str, redis_url: str, queues: tuple[str, str], unique: str
+    rabbit_url: str,
+    rabbit_management: str,
+    redis_url: str,
+    queues: tuple[str, str],
+    unique: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     busy, idle = queues
     flag = f"{unique}-release"
     control = redis.Redis.from_url(redis_url)
-    app = _app(rabbit_url)
+    app = _app(rabbit_url, monkeypatch)
     managed = SignalsSpec.model_validate(
         {"queue": {"broker_url": rabbit_url, "queues": [busy, idle], "management_url": rabbit_management}}
     )

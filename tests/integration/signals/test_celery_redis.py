@@ -37,10 +37,9 @@ def isolated(redis_url: str, unique: str) -> Iterator[tuple[str, str]]:
     client.delete(f"{unique}-release")
 
 
-def _app(broker: str, prefix: str):
-    import os
-
-    os.environ["SIGTEST_BROKER"], os.environ["SIGTEST_PREFIX"] = broker, prefix
+def _app(broker: str, prefix: str, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("SIGTEST_BROKER", broker)  # read when the module loads; restored after the test
+    monkeypatch.setenv("SIGTEST_PREFIX", prefix)
     import importlib
 
     import tests.integration.signals.celery_app as module
@@ -49,11 +48,13 @@ def _app(broker: str, prefix: str):
     return module.app
 
 
-async def test_depth_and_in_flight_with_priorities_and_a_worker(isolated: tuple[str, str], unique: str) -> None:
+async def test_depth_and_in_flight_with_priorities_and_a_worker(
+    isolated: tuple[str, str], unique: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     broker, prefix = isolated
     busy, idle = f"{unique}-busy", f"{unique}-idle"
     flag = f"{unique}-release"
-    app = _app(broker, prefix)
+    app = _app(broker, prefix, monkeypatch)
     raw = redis.Redis.from_url(broker)
     spec = SignalsSpec.model_validate(
         {"queue": {"broker_url": broker, "queues": [busy, idle], "transport_options": {"global_keyprefix": prefix}}}
