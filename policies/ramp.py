@@ -5,13 +5,13 @@ load the headroom (``target_utilization``) covers that; on a morning ramp it doe
 headroom is a few requests per second, and a ramp of 0.3 req/s each second uses it up in a minute or two.
 So each tick adds its arrivals to a per-minute count (the last ``MINUTES`` full minutes are kept), and the
 trend through those counts is taken by Theil–Sen (the median of the slopes between every pair of minutes):
-a burst minute or two moves it little. It must rise in both halves of those minutes: a step (a spike's
-onset, traffic reaching an idle tier) rises once, and is for the burst and recent rates to size, not a
-trend. And the rise over the minutes kept must exceed three times their own scatter around the trend
-(traffic that jumps minute to minute, like a code assistant's, shows no ramp until its rise stands out of
-that) and three times a minute's Poisson noise. The rate a launch will meet is then the trend's level now
-plus its slope (the later half's, where that is less: a ramp that flattens) over the lead (the tier's
-measured boot time).
+a burst minute or two moves it little. It must rise in both halves of those minutes, at paces within a
+factor of two: a step (a spike's onset, traffic reaching an idle tier) rises once, its other half flat
+but for noise, and is for the burst and recent rates to size, not a trend. And the rise over the minutes
+kept must exceed three times their own scatter around the trend (traffic that jumps minute to minute,
+like a code assistant's, shows no ramp until its rise stands out of that) and three times a minute's
+Poisson noise. The rate a launch will meet is then the trend's level now plus its slope (the later
+half's, where that is less: a ramp that flattens) over the lead (the tier's measured boot time).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ MINUTES = 6  # full minutes the trend is read from
 MIN_MINUTES = 4  # fewer than this: no trend
 _BIN, _SINCE = "ramp.m", "ramp.since"  # "ramp.m<minute>" → arrivals counted in that minute; when counting began
 LEAD_S = 300.0  # the lead until the tier has measured a boot (as predictive's lead_time)
+ALIKE = 0.5  # the two halves' slopes within this ratio: a step has one flat half (noise tilts it a little)
 SIGMAS = 3.0  # a plateau's noise shows a "rise" past 2σ one time in ten
 
 
@@ -66,7 +67,7 @@ def projected(learned: Mapping[str, float], *, now: float, lead: float) -> Ramp 
     # rises once, and a line through it would carry the step on as if it went on rising.
     half = len(points) // 2
     earlier, later = _theil_sen(points[:half]), _theil_sen(points[half:])
-    if earlier <= 0 or later <= 0:
+    if earlier <= 0 or later <= 0 or min(earlier, later) < ALIKE * max(earlier, later):
         return None
     slope_per_minute = min(_theil_sen(points), later)  # a ramp that flattens is projected at its latest pace
     level = statistics.median(r - slope_per_minute * (m - points[-1][0]) for m, r in points)  # at the last minute

@@ -72,3 +72,11 @@ def test_a_step_is_no_ramp(at: int) -> None:
     """Traffic reaching an idle tier, or a spike's onset: a line through it would carry the step on rising."""
     learned, now = counted([0.0] * at + [150.0] * (7 - at))
     assert ramp.projected(learned, now=now, lead=300.0) is None
+
+
+def test_a_step_after_a_plateau_that_noise_tilts_up_is_no_ramp() -> None:
+    """A spike's onset after minutes that rose by a hair: both halves rise, one at a fraction of the other
+    (the minutes kept read 178, 178, 179.8, 177.7, 262.3, 268.2; a line through them rises 0.3 req/s a
+    second)."""
+    learned, now = counted([178.0, 178, 178, 178, 180, 177.5, 270, 268])
+    assert ramp.projected(learned, now=now, lead=300.0) is None
