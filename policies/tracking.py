@@ -54,10 +54,12 @@ NARROW_BOOTS = 1.25  # measured boot times within this ratio (p90 ÷ p10): launc
 # A breach that more instances did not cure (``_tail_futility``): the breach the test starts from, and the tail
 # found not to shrink with the fleet, with when it was found.
 ANCHOR_TAIL, ANCHOR_LOAD, ANCHOR_READY = "tail.anchor", "tail.anchor.load", "tail.anchor.ready"
-FUTILE_TAIL, FUTILE_T = "tail.futile", "tail.futile.t"
+FUTILE_TAIL, FUTILE_T, FUTILE_LOAD = "tail.futile", "tail.futile.t", "tail.futile.load"
+READY_N, READY_SINCE = "tail.ready", "tail.ready_since"  # the ready count and since when it has been that
 RELIEVED = 0.8  # a test needs each ready instance carrying at most this share of the anchor's load
 UNCURED = 0.75  # ... and the tail still this share (or more) as far over the target as at the anchor
-FUTILE_BAND = 1.1  # a breach up to this far above the uncured tail is that tail again
+FUTILE_BAND = 1.05  # a breach up to this far above the uncured tail is that tail again
+PROBE = 1.25  # an excused breach lets each instance carry up to this much more than where the tail held
 FUTILE_FOR_S = 6 * 3600.0  # then the walk tests again: traffic and engines change
 QUEUED_T = "tail.queued_t"  # the last tick with requests waiting
 QUEUE_WINDOW_S = 60.0  # a TTFT quantile read within this of a queue still holds the queue's wait
@@ -89,7 +91,7 @@ def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load, tail: float | Non
         in_flight=load.in_flight,
         waiting=load.waiting,
         rate=load.rate,
-        ttft_ok=tail is None or tail <= rules.ttft_target,
+        ttft_ok=_healthy_tail(rules, inp.state, tail),
     )
     waiting = _waiting(signals)
     if waiting is None:
@@ -120,6 +122,16 @@ def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load, tail: float | Non
         waiting=load.waiting,
     )
     return replace(inp.state, learned=learned)
+
+
+def _healthy_tail(rules: ReactiveRules, state: PolicyState, tail: float | None) -> bool:
+    """Whether the tail lets a tick time service: within the target, or within a tail more instances did not
+    cure (``_tail_futility``), which is the requests' own, not an overload's wait. Without the second, a
+    tier whose target is under that tail never learns a service time and sizes on what is in flight."""
+    if tail is None or tail <= rules.ttft_target:
+        return True
+    futile = state.learned.get(FUTILE_TAIL)
+    return futile is not None and tail <= futile * FUTILE_BAND
 
 
 def _window(state: PolicyState, now: float, need: int, window: float) -> PolicyState:
@@ -192,10 +204,11 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
             basis, need = f"{basis} → {need}; {compute_text}", by_compute
         keep = max(keep, ceil_count(fraction * (1 + rules.tolerance)))
     busy = max(asked / per, compute[0] if compute is not None else 0.0)  # instances' worth of work
-    state, uncured = _tail_futility(rules, inp, state, tail, busy)
+    state, uncured, held = _tail_futility(rules, inp, state, tail, busy)
     if uncured:  # the tail more instances did not cure: not a breach to scale on (no hold, no walk)
         basis += f"; {uncured}"
         tail = (None, tail[1])
+        need, keep = max(need, held), max(keep, held)
     breached = tail[0] is not None and tail[0] > rules.ttft_target
     state = replace(state, learned=hysteresis.observe(rules, state.learned, now, breached))
     span = hysteresis.window(rules, state.learned)
@@ -261,61 +274,72 @@ def _service_time(state: PolicyState, load: Load, signals: Signals) -> tuple[flo
 
 def _tail_futility(
     rules: ReactiveRules, inp: PolicyInput, state: PolicyState, tail: tuple[float | None, str], busy: float
-) -> tuple[PolicyState, str]:
-    """Whether a TTFT breach with nothing waiting is one that more instances did not cure; the reason to
-    give when it is (else "").
+) -> tuple[PolicyState, str, int]:
+    """Whether a TTFT breach with nothing waiting is one that more instances did not cure: the reason to
+    give when it is (else ""), and the fewest instances the fleet may then shrink to.
 
     A tail can breach for reasons no fleet size removes: a target below what the client overhead and the
     prompt's prefill take at that quantile, or a few slow requests. The breach rule adds an instance per
     breach, so such a tail walks the fleet to ``max`` and holds it there (no scale-in while TTFT breaches).
     The test: the first breach with nothing waiting and none booting is the anchor (its tail, ready count
     and work per ready instance). Once the fleet has grown past it and each ready instance carries at most
-    ``RELIEVED`` of the anchor's work, a tail still ``UNCURED`` as far over the target is not capacity: a
-    breach up to ``FUTILE_BAND`` above it neither adds nor holds, for ``FUTILE_FOR_S``. A cured tail moves
-    the anchor to now; a tail within the target ends the episode. Requests waiting are a shortage whatever
-    the tail, and so is a tail read within ``QUEUE_WINDOW_S`` of a queue (the window still holds its wait):
+    ``RELIEVED`` of the anchor's work, a tail still ``UNCURED`` as far over the target is not capacity: for
+    ``FUTILE_FOR_S``, a breach up to ``FUTILE_BAND`` above it neither adds nor holds. That is known only
+    for as much work per instance as the tail was seen at: the fleet may shrink until each instance carries
+    ``PROBE`` times that, and once it has held there a window long within the band, that much is known too
+    (a tail that grows past the band is a breach again, and the fleet grows back). A cured tail moves the
+    anchor to now; a tail within the target ends the episode. Requests waiting are a shortage whatever the
+    tail, and so is a tail read within ``QUEUE_WINDOW_S`` of a queue (the window still holds its wait):
     never excused, never a test."""
     value, quantile = tail
     now, target = inp.now, rules.ttft_target
     learned = dict(state.learned)
     if (_waiting(inp.signals) or 0.0) > 0:
         learned[QUEUED_T] = now
+    ready = inp.current - inp.booting
+    if learned.get(READY_N) != ready:
+        learned[READY_N], learned[READY_SINCE] = float(ready), now
     found = learned.get(FUTILE_T)
     if found is not None and now - found > FUTILE_FOR_S:
-        learned.pop(FUTILE_T)
-        learned.pop(FUTILE_TAIL, None)
+        for key in (FUTILE_T, FUTILE_TAIL, FUTILE_LOAD):
+            learned.pop(key, None)
     if value is None or value <= target:
         for key in (ANCHOR_TAIL, ANCHOR_LOAD, ANCHOR_READY):
             learned.pop(key, None)
-        return replace(state, learned=learned), ""
+        return replace(state, learned=learned), "", 0
     queued = learned.get(QUEUED_T)
-    if (queued is not None and now - queued <= QUEUE_WINDOW_S) or inp.booting > 0 or inp.current < 1:
-        return replace(state, learned=learned), ""  # a queue now or in the window's tail is capacity
-    ready, per_ready = inp.current, busy / inp.current
-    futile = learned.get(FUTILE_TAIL)
-    if futile is not None and value <= futile * FUTILE_BAND:
+    if (queued is not None and now - queued <= QUEUE_WINDOW_S) or inp.booting > 0 or ready < 1:
+        return replace(state, learned=learned), "", 0  # a queue now or in the window's tail is capacity
+    per_ready = busy / ready
+    futile, held_at = learned.get(FUTILE_TAIL), learned.get(FUTILE_LOAD, 0.0)
+    if futile is not None and value <= futile * FUTILE_BAND and per_ready <= PROBE * held_at:
+        if per_ready > held_at and now - learned[READY_SINCE] >= QUEUE_WINDOW_S:
+            learned[FUTILE_LOAD] = held_at = per_ready  # the tail held at more work each: so much is known
+        fewest = ceil_count(busy / (PROBE * held_at))
         text = (
             f"TTFT {quantile} {latency(value)} > {latency(target)} with nothing waiting: the tail more instances"
-            f" did not cure ({latency(futile)}), not capacity"
+            f" did not cure ({latency(futile)}), not capacity; no fewer than {fewest} (each at most"
+            f" {PROBE - 1:.0%} busier than where that tail held)"
         )
-        return replace(state, learned=learned), text
+        return replace(state, learned=learned), text, fewest
     anchor = learned.get(ANCHOR_TAIL)
     anchor_load, anchor_ready = learned.get(ANCHOR_LOAD, 0.0), learned.get(ANCHOR_READY, 0.0)
     if anchor is None or ready <= anchor_ready or per_ready > RELIEVED * anchor_load:
         if anchor is None:
             learned.update({ANCHOR_TAIL: value, ANCHOR_LOAD: per_ready, ANCHOR_READY: float(ready)})
-        return replace(state, learned=learned), ""
+        return replace(state, learned=learned), "", 0
     if value - target < UNCURED * (anchor - target):  # more instances helped: test again from here
         learned.update({ANCHOR_TAIL: value, ANCHOR_LOAD: per_ready, ANCHOR_READY: float(ready)})
-        return replace(state, learned=learned), ""
+        return replace(state, learned=learned), "", 0
     for key in (ANCHOR_TAIL, ANCHOR_LOAD, ANCHOR_READY):
         learned.pop(key, None)
     learned[FUTILE_TAIL], learned[FUTILE_T] = min(value, anchor), now  # the tail that stayed
+    learned[FUTILE_LOAD] = max(anchor_load, learned.get(FUTILE_LOAD, 0.0))  # the most work each it was seen at
     text = (
         f"TTFT {quantile} {latency(value)} > {latency(target)} with nothing waiting, as at {int(anchor_ready)}"
         f" ready ({latency(anchor)}) with {anchor_load / per_ready:.1f}× the work each: not capacity"
     )
-    return replace(state, learned=learned), text
+    return replace(state, learned=learned), text, ready
 
 
 def _settle_hedge(
