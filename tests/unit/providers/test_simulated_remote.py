@@ -7,7 +7,6 @@ import os
 import selectors
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -181,19 +180,16 @@ def test_the_server_answers_json_errors_with_distinct_statuses() -> None:
         server.stop()
 
 
-async def test_a_listing_of_thousands_comes_back_whole_and_fast(make: Factory) -> None:
+async def test_a_listing_of_thousands_comes_back_whole(make: Factory) -> None:
     env = await make()
     offer = await on_demand_offer(env.remote)
     # Filled in-process (same cloud, no request in flight): 2,000 launches over HTTP would only test HTTP.
     for n in range(2000):
         await env.cloud.create(spec(replace(offer, provider="simulated"), f"sc-load-{n:05d}"))
-    started = time.perf_counter()
     listed = await env.remote.list("sc-load-")
-    elapsed = time.perf_counter() - started
     assert len(listed) == 2000
     assert {i.key for i in listed} == {f"sc-load-{n:05d}" for n in range(2000)}
     assert all(i.provider == "sim-shared" and i.status is InstanceStatus.RUNNING for i in listed)
-    assert elapsed < 2.0, f"a listing of 2,000 took {elapsed:.2f}s"
 
 
 async def test_two_adapters_share_one_cloud(make: Factory) -> None:
