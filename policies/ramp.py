@@ -39,12 +39,17 @@ class Ramp:
 def observe(learned: Mapping[str, float], *, now: float, arrivals: float | None) -> dict[str, float]:
     """Add this tick's arrivals to the current minute's count; keep the last ``MINUTES`` full minutes. A tick
     whose arrivals are unknown starts the counts afresh (a gap would read as a fall, then a rise)."""
-    minute = math.floor(now / 60.0)
-    out = {k: v for k, v in learned.items() if not k.startswith(_BIN) or int(k[len(_BIN) :]) >= minute - MINUTES}
     if arrivals is None:
-        return {k: v for k, v in out.items() if not k.startswith(_BIN) and k != _SINCE}
-    out.setdefault(_SINCE, now)
+        if _SINCE not in learned:  # no counts kept: nothing to drop
+            return dict(learned)
+        return {k: v for k, v in learned.items() if not k.startswith(_BIN) and k != _SINCE}
+    minute = math.floor(now / 60.0)
     key = f"{_BIN}{minute}"
+    if key in learned:  # this minute's first tick already dropped what fell out of the window
+        out = dict(learned)
+    else:
+        out = {k: v for k, v in learned.items() if not k.startswith(_BIN) or int(k[len(_BIN) :]) >= minute - MINUTES}
+    out.setdefault(_SINCE, now)
     out[key] = out.get(key, 0.0) + max(arrivals, 0.0)
     return out
 
@@ -56,11 +61,11 @@ def projected(learned: Mapping[str, float], *, now: float, lead: float) -> Ramp 
         return None
     minute = math.floor(now / 60.0)
     # Full minutes only, and only those begun after counting did: a tier's first minute is a fraction of one.
-    points = sorted(
+    points = [
         (m, v / 60.0)
-        for k, v in learned.items()
-        if k.startswith(_BIN) and (m := int(k[len(_BIN) :])) < minute and m * 60.0 >= since
-    )
+        for m in range(minute - MINUTES, minute)
+        if m * 60.0 >= since and (v := learned.get(f"{_BIN}{m}")) is not None
+    ]
     if len(points) < MIN_MINUTES:
         return None
     # A ramp rises in both halves of the minutes; a step (a spike's onset, traffic arriving at an idle tier)
