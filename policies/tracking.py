@@ -53,7 +53,7 @@ HEDGE_FOR = "hedge.for"  # the count hedged launches were added for: once that m
 NARROW_BOOTS = 1.25  # measured boot times within this ratio (p90 ÷ p10): launching extra would not pay
 # A breach that more instances did not cure (``_tail_futility``): the breach the test starts from, and the tail
 # found not to shrink with the fleet, with when it was found.
-ANCHOR_TAIL, ANCHOR_LOAD, ANCHOR_READY = "tail.anchor", "tail.anchor.load", "tail.anchor.ready"
+ANCHOR = ANCHOR_TAIL, ANCHOR_LOAD, ANCHOR_READY = "tail.anchor", "tail.anchor.load", "tail.anchor.ready"
 FUTILE_TAIL, FUTILE_T, FUTILE_LOAD = "tail.futile", "tail.futile.t", "tail.futile.load"
 READY_N, READY_SINCE = "tail.ready", "tail.ready_since"  # the ready count and since when it has been that
 RELIEVED = 0.8  # a test needs each ready instance carrying at most this share of the anchor's load
@@ -304,7 +304,7 @@ def _tail_futility(
         for key in (FUTILE_T, FUTILE_TAIL, FUTILE_LOAD):
             learned.pop(key, None)
     if value is None or value <= target:
-        for key in (ANCHOR_TAIL, ANCHOR_LOAD, ANCHOR_READY):
+        for key in ANCHOR:
             learned.pop(key, None)
         return replace(state, learned=learned), "", 0
     queued = learned.get(QUEUED_T)
@@ -326,12 +326,12 @@ def _tail_futility(
     anchor_load, anchor_ready = learned.get(ANCHOR_LOAD, 0.0), learned.get(ANCHOR_READY, 0.0)
     if anchor is None or ready <= anchor_ready or per_ready > RELIEVED * anchor_load:
         if anchor is None:
-            learned.update({ANCHOR_TAIL: value, ANCHOR_LOAD: per_ready, ANCHOR_READY: float(ready)})
+            learned.update(zip(ANCHOR, (value, per_ready, float(ready)), strict=True))
         return replace(state, learned=learned), "", 0
     if value - target < UNCURED * (anchor - target):  # more instances helped: test again from here
-        learned.update({ANCHOR_TAIL: value, ANCHOR_LOAD: per_ready, ANCHOR_READY: float(ready)})
+        learned.update(zip(ANCHOR, (value, per_ready, float(ready)), strict=True))
         return replace(state, learned=learned), "", 0
-    for key in (ANCHOR_TAIL, ANCHOR_LOAD, ANCHOR_READY):
+    for key in ANCHOR:
         learned.pop(key, None)
     learned[FUTILE_TAIL], learned[FUTILE_T] = min(value, anchor), now  # the tail that stayed
     learned[FUTILE_LOAD] = max(anchor_load, learned.get(FUTILE_LOAD, 0.0))  # the most work each it was seen at
