@@ -30,7 +30,7 @@ from policies.types import Signals
 from simulator.baseline_policies import Hpa, HpaTier, SkyServe, SkyServeTier
 from simulator.capacity import capacity_for
 from simulator.fleet import Fleet, TierModel
-from simulator.measured_oracle import measured_need
+from simulator.measured_oracle import MinuteOutcome, measured_need
 from simulator.report import BaselineOutcome, outcomes
 from simulator.workloads.shapes import evaluate
 from simulator.workloads.sources import BatchTasks, PoissonSource, TraceSource
@@ -73,6 +73,14 @@ def need_timeline(
     workload: Workload, model: TierModel, slo_goal: float = DEFAULT_SLO_GOAL
 ) -> tuple[np.ndarray, np.ndarray]:
     """Minute grid and the fewest instances at which ``slo_goal`` of each minute's requests meet the target."""
+    grid, need, _ = _timeline(workload, model, slo_goal)
+    return grid, need
+
+
+def _timeline(
+    workload: Workload, model: TierModel, slo_goal: float
+) -> tuple[np.ndarray, np.ndarray, MinuteOutcome | None]:
+    """``need_timeline``, and for open-loop traffic what that fleet met over the run (measured, not assumed)."""
     grid = np.arange(0.0, workload.duration, NEED_STEP_S)
     load = model.load
     if isinstance(load, BatchLoad):
@@ -80,14 +88,14 @@ def need_timeline(
         # Tasks running at each minute if every task started the moment it was queued.
         starts = np.searchsorted(t, grid + NEED_STEP_S)
         ends = np.searchsorted(np.sort(t + run), grid)
-        return grid, np.ceil((starts - ends) / load.concurrency)
+        return grid, np.ceil((starts - ends) / load.concurrency), None
     assert model.profile is not None
     if isinstance(load, SessionsLoad):  # closed loop: sessions over what one instance holds at the SLO
         cap = capacity_for(model.profile, load, workload, quantile=slo_goal)
         if cap.per_instance <= 0:
             raise ValueError(f"tier {model.name!r}: one instance cannot meet the TTFT target even at the lightest load")
         active = np.rint(load.sessions * evaluate(load.shape, grid, workload.start_epoch))
-        return grid, np.ceil(active / cap.per_instance)
+        return grid, np.ceil(active / cap.per_instance), None
     source: PoissonSource | TraceSource
     source = TraceSource(model.name, load, workload, model.profile) if isinstance(load, TraceLoad) else (
         PoissonSource(model.name, load, workload, model.profile))  # fmt: skip
@@ -103,7 +111,8 @@ def need_timeline(
     counts = np.bincount(np.floor(times / BURST_WINDOW_S).astype(np.int64), minlength=grid.shape[0] * per_step)
     busiest = counts[: grid.shape[0] * per_step].reshape(grid.shape[0], per_step).max(axis=1) / BURST_WINDOW_S
     guess = busiest / per_instance if per_instance > 0 else busiest
-    return grid, measured_need(model.profile, source, load.ttft_target, grid, workload.duration, guess, slo_goal)
+    need, outcome = measured_need(model.profile, source, load.ttft_target, grid, workload.duration, guess, slo_goal)
+    return grid, need, outcome
 
 
 def oracle(workload: Workload, model: TierModel, slo_goal: float = DEFAULT_SLO_GOAL) -> BaselineOutcome:
@@ -111,10 +120,13 @@ def oracle(workload: Workload, model: TierModel, slo_goal: float = DEFAULT_SLO_G
         _, run = BatchTasks(model.name, model.load, workload).all_tasks(workload.duration)
         hours = float(run.sum()) / model.load.concurrency / 3600.0
         return BaselineOutcome("oracle", hours * model.price_per_hour, hours * model.gpu_count, None)
-    _, need = need_timeline(workload, model, slo_goal)
+    _, need, measured = _timeline(workload, model, slo_goal)
     hours = float(need.sum()) * NEED_STEP_S / 3600.0
     peak = int(need.max()) if need.shape[0] else 0
-    return BaselineOutcome("oracle", hours * model.price_per_hour, hours * model.gpu_count, None, peak)
+    # Measured on open-loop traffic: below the goal where some minutes no fleet size holds (the requests'
+    # own tail); closed-loop sessions are sized by a load test, so their oracle's SLO is not measured.
+    slo = measured.share() if measured is not None and measured.judged else None
+    return BaselineOutcome("oracle", hours * model.price_per_hour, hours * model.gpu_count, slo, peak)
 
 
 def static_count(workload: Workload, model: TierModel, slo_goal: float = DEFAULT_SLO_GOAL) -> int:

@@ -96,37 +96,40 @@ def measured_need(
     guess: np.ndarray,
     slo_goal: float,
     tick_s: float = 5.0,
-) -> np.ndarray:
+) -> tuple[np.ndarray, MinuteOutcome]:
     """Per minute of ``grid`` (its start times, one step apart), the fewest instant instances with which
-    the minute meets ``slo_goal``. ``guess`` is a rate-based sizing per minute: its changes from minute to
-    minute start each search, scaled by how the last measured minute compared with it (a rate sizing can
-    be off by a large factor, as with bursts it cannot see or a target near what client overhead allows,
-    but it rises and falls with the load)."""
+    the minute meets ``slo_goal``, and the requests that fleet met and judged over the run (below the goal
+    where some minutes no fleet size holds). ``guess`` is a rate-based sizing per minute: its changes from
+    minute to minute start each search, scaled by how the last measured minute compared with it (a rate
+    sizing can be off by a large factor, as with bursts it cannot see or a target near what client overhead
+    allows, but it rises and falls with the load)."""
     minutes = _Minutes(profile, source, target_s, tick_s)
     need = np.zeros(grid.shape[0])
     step = float(grid[1] - grid[0]) if grid.shape[0] > 1 else duration_s
     ratio = 1.0  # measured ÷ guessed, from the last minute that had both
+    met = judged = 0
     for m, t0 in enumerate(grid.tolist()):
         t1 = min(t0 + step, duration_s)
         start = max(0, round(float(guess[m]) * ratio))
-        size = _fewest(minutes, t0, t1, start, slo_goal)
+        size, outcome = _fewest(minutes, t0, t1, start, slo_goal)
+        met, judged = met + outcome.met, judged + outcome.judged
         minutes.next_minute()
         if guess[m] > 0 and size > 0:
             ratio = size / float(guess[m])
         need[m] = size
-    return need
+    return need, MinuteOutcome(met, judged)
 
 
-def _fewest(minutes: _Minutes, t0: float, t1: float, start: int, goal: float) -> int:
-    """The fewest instances that meet ``goal`` on [t0, t1), searched from ``start``; the pool is left as that
-    fleet left it."""
+def _fewest(minutes: _Minutes, t0: float, t1: float, start: int, goal: float) -> tuple[int, MinuteOutcome]:
+    """The fewest instances that meet ``goal`` on [t0, t1), searched from ``start``, and the minute's
+    outcome with them; the pool is left as that fleet left it."""
     before = minutes.pool.checkpoint()
-    after: dict[int, PoolCheckpoint] = {}
+    after: dict[int, tuple[MinuteOutcome, PoolCheckpoint]] = {}
 
     def share(n: int) -> float:
         minutes.pool.restore(before)
-        outcome, after[n] = minutes.run(n, t0, t1)
-        return outcome.share()
+        after[n] = minutes.run(n, t0, t1)
+        return after[n][0].share()
 
     ceiling = max(BIG * start, 8)  # a minute after a lull starts at 0: a burst may still need several
     found = _search(lambda n: share(n) >= goal, start, ceiling)
@@ -134,8 +137,9 @@ def _fewest(minutes: _Minutes, t0: float, t1: float, start: int, goal: float) ->
         bar = share(ceiling) - SLACK
         found = _search(lambda n: share(n) >= bar, start, ceiling)
         assert found is not None  # the ceiling meets its own share less the slack
-    minutes.pool.restore(after[found])
-    return found
+    outcome, state = after[found]  # every size a search returns was tried
+    minutes.pool.restore(state)
+    return found, outcome
 
 
 def _search(meets: Callable[[int], bool], start: int, ceiling: int) -> int | None:

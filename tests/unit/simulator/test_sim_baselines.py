@@ -73,6 +73,21 @@ def test_the_oracle_reports_its_busiest_minute(setup) -> None:
     assert oracle(w, models["jobs"]).peak is None  # a batch tier's tasks may wait: no minute must be met at once
 
 
+def test_the_oracle_reports_the_slo_its_fleet_measured_on_open_loop_traffic(setup, tier) -> None:
+    w, models = setup
+    chat = oracle(w, models["chat"])
+    assert chat.slo_attainment is not None and chat.slo_attainment >= 0.99  # each minute sized to the goal
+    assert oracle(w, models["agents"]).slo_attainment is None  # closed loop: sized by a load test
+    assert oracle(w, models["jobs"]).slo_attainment is None
+    # A target under the requests' own client overhead: no fleet size holds it, and the oracle says so.
+    text = WORKLOAD.replace("duration: 2h", "duration: 20m").replace(
+        "    rate: 60\n", "    rate: 60\n    ttft_target: 150ms\n"
+    )
+    short = parse_workload(text)
+    unreachable = oracle(short, tier_models(short, {"chat": tier(), "agents": tier(), "jobs": tier()})["chat"])
+    assert unreachable.slo_attainment is not None and unreachable.slo_attainment < 0.9
+
+
 def test_batch_oracle_is_the_task_seconds_over_concurrency(setup) -> None:
     w, models = setup
     jobs = models["jobs"]
