@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from cli.output import EXIT_ERROR, EXIT_USAGE, Format, OutputOption, emit, fail, report_console
 from simulator.controller_run import SimulationInputError, models_for
-from simulator.tune import TuneInputError, TuneResult, prepare, tune
+from simulator.tune import PACE, TuneInputError, TuneResult, prepare, tune
 from simulator.tune_report import best_yaml, frontier_table, plot, to_dict
 from simulator.workloads.spec import WorkloadError, load_workload
 from tiers.config import ConfigError, load_config
@@ -30,6 +30,13 @@ def tune_command(
         "--stop-early/--run-every-trial-out",
         help="Stop a trial once it can no longer be the best (past the best cost, or more misses than the SLO "
         "allows); --run-every-trial-out runs each to the end, for a whole cost/SLO frontier.",
+    ),
+    pace: bool = typer.Option(
+        True,
+        "--pace/--exact-bounds",
+        help=f"Also stop a trial spending over {PACE.margin:.0%} more than the best trial had at the same point "
+        f"of the run, once {PACE.warmup:.0%} of it is past (a guess, not a bound: docs/simulator.md measures "
+        "how often it is wrong); --exact-bounds stops only trials that cannot win.",
     ),
     output: Format = OutputOption,
 ) -> None:
@@ -71,7 +78,7 @@ def tune_command(
         try:
             result = tune(
                 config, text, load, tier, trials=trials, slo_target=slo, jobs=jobs, seed=seed, progress=advance,
-                source=str(file), stop_early=stop_early,
+                source=str(file), stop_early=stop_early, pace=PACE if pace else None,
             )  # fmt: skip
         except TuneInputError as exc:
             fail(str(exc), EXIT_USAGE)
@@ -83,8 +90,8 @@ def tune_command(
         stopped = sum(1 for t in result.trials if t.stopped is not None)
         if stopped:
             console.print(
-                f"{stopped} of {len(result.trials)} trials stopped early: they could no longer be the best "
-                "(not on the frontier; --run-every-trial-out runs them to the end)",
+                f"{stopped} of {len(result.trials)} trials stopped early: they could no longer be the best, or "
+                "spent well ahead of it (not on the frontier; --run-every-trial-out runs them to the end)",
                 highlight=False,
             )
         if result.best is None:

@@ -17,7 +17,6 @@ import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import yaml
@@ -51,8 +50,9 @@ class TrialResult:
     cost: float | None  # None: the trial failed (settings rejected by validation); stopped: the cost so far
     slo: float | None  # stopped: None
     error: str | None = None
-    stopped: str | None = None  # why the trial was stopped early: it could no longer be the best
+    stopped: str | None = None  # why the trial was stopped early: it could no longer be the best, or lagged its pace
     stopped_at: float | None = None  # virtual seconds into the run where it stopped
+    spent: tuple[tuple[float, float, int], ...] = ()  # (virtual seconds, dollars, misses) so far, per checkpoint
 
     @property
     def finished(self) -> bool:
@@ -70,6 +70,7 @@ class TuneResult:
     base_policy: dict[str, Any]  # the tier's policy block as written
     space: list[Param]
     trials: list[TrialResult] = field(default_factory=list)
+    requests: int | None = None  # requests (tasks) in the tier's traffic, once a trial has run out
 
     @property
     def best(self) -> TrialResult | None:
@@ -166,6 +167,7 @@ class Bound:
 
     cost: float | None = None
     misses: int | None = None
+    pace: Pace | None = None
 
     def reason(self, tier: str, checkpoint: Checkpoint) -> str | None:
         hours = checkpoint.t / 3600
@@ -175,7 +177,42 @@ class Bound:
         met, judged = checkpoint.slo.get(tier, (0, 0))
         if self.misses is not None and judged - met > self.misses:
             return f"{judged - met:,} misses by hour {hours:g}, more than the SLO target allows ({self.misses:,})"
-        return None
+        return self.pace.reason(checkpoint.t, spent) if self.pace is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class PaceRule:
+    """When ``Pace`` applies: after ``warmup`` (a share of the run), ``margin`` ahead of the best trial."""
+
+    warmup: float
+    margin: float
+
+
+NEGLIGIBLE = 0.01  # of the best trial's cost: no trial is stopped for being this little ahead
+PACE = PaceRule(warmup=0.25, margin=0.05)  # no wrong stop on 100 trials run out (docs/simulator.md)
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """A guess, not a bound: the best trial's cost at each checkpoint (``spent``: virtual seconds → dollars).
+    Once ``warmup`` seconds of the run are past, a trial spending more than ``margin`` ahead of it at the
+    same checkpoint is stopped. A trial's cost so far tracks its final cost closely on fixed traffic (the
+    same arrivals in every trial), so one that far ahead rarely finishes under the best: how rarely is
+    measured by ``bench/bench_tune.py --replay`` on trials run out, and the docs give the numbers."""
+
+    spent: Mapping[float, float]
+    warmup: float
+    margin: float = 0.05
+
+    def reason(self, t: float, spent: float) -> str | None:
+        best = self.spent.get(round(t, 3))
+        if best is None or t < self.warmup or spent <= best * (1.0 + self.margin):
+            return None
+        # Near nothing spent (a tier at zero), a few cents are a large share: ahead by a whole-run sliver too.
+        if spent - best <= NEGLIGIBLE * max(self.spent.values()):
+            return None
+        ahead = 100 * (spent / best - 1.0) if best > 0 else math.inf
+        return f"${spent:,.2f} by hour {t / 3600:g}, {ahead:.0f}% ahead of the best trial's ${best:,.2f} then (pace)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +232,7 @@ class TrialOutcome:
     requests: int = 0  # requests (tasks) that arrived
     stopped: str | None = None
     stopped_at: float | None = None  # virtual seconds into the run
+    spent: tuple[tuple[float, float, int], ...] = ()  # (virtual seconds, dollars, misses) so far, per checkpoint
 
 
 def with_policy(config: FleetConfig, tier: str, policy: Mapping[str, Any]) -> FleetConfig:
@@ -217,8 +255,13 @@ def run_trial(job: TrialJob) -> TrialOutcome:
     """Cost and SLO attainment of the tier with ``job.policy`` on the workload, or where it was stopped."""
     config = with_policy(job.config, job.tier, job.policy)
     text = text_with_policy(job.config_text, job.tier, job.policy)
-    bounded = job.bound.cost is not None or job.bound.misses is not None
-    stop = partial(job.bound.reason, job.tier) if bounded else None
+    spent: list[tuple[float, float, int]] = []
+
+    def stop(checkpoint: Checkpoint) -> str | None:
+        met, judged = checkpoint.slo.get(job.tier, (0, 0))
+        spent.append((round(checkpoint.t, 3), checkpoint.cost.get(job.tier, 0.0), judged - met))  # a pace for later
+        return job.bound.reason(job.tier, checkpoint)
+
     # about 48 looks at a run (every 30 minutes of a day), each a sum over what was billed and judged since
     options = RunOptions(baselines=False, stop=stop, check_every_s=max(60.0, job.workload.duration / 48))
     try:
@@ -227,12 +270,14 @@ def run_trial(job: TrialJob) -> TrialOutcome:
         checkpoint, reason = stopped.checkpoint, stopped.reason
     else:
         outcome = result.report.tiers[job.tier]
-        return TrialOutcome(outcome.cost, outcome.slo_attainment, outcome.requests)
+        return TrialOutcome(outcome.cost, outcome.slo_attainment, outcome.requests, spent=tuple(spent))
     # The stopped run's fleet (hundreds of MB of arrays) hangs on a reference cycle through the exception's
     # traceback and the event loop's task; collected only when the cycle collector next runs, it grew each
     # search worker by about 360 MB per stopped trial.
     gc.collect()
-    return TrialOutcome(checkpoint.cost.get(job.tier, 0.0), None, stopped=reason, stopped_at=checkpoint.t)
+    return TrialOutcome(
+        checkpoint.cost.get(job.tier, 0.0), None, stopped=reason, stopped_at=checkpoint.t, spent=tuple(spent)
+    )
 
 
 # ---- the study ------------------------------------------------------------------------------------------
@@ -296,11 +341,14 @@ def tune(
     progress: Progress | None = None,
     source: str = "tiers file",
     stop_early: bool = True,
+    pace: PaceRule | None = PACE,
 ) -> TuneResult:
     """Run ``trials`` simulations of ``tier`` with settings proposed by Optuna; see ``TuneResult.best``.
 
     ``stop_early``: a trial that can no longer be the best (``Bound``) is stopped where it shows; it is
-    then off the frontier (its SLO is not known), which ``stop_early=False`` keeps whole."""
+    then off the frontier (its SLO is not known), which ``stop_early=False`` keeps whole. ``pace``: also stop
+    a trial spending well ahead of the best trial at the same point of the run (``Pace``; a guess: None
+    keeps only the exact bounds)."""
     try:
         import optuna
     except ModuleNotFoundError:
@@ -323,7 +371,10 @@ def tune(
             return Bound()
         best = result.best
         misses = None if requests is None or not fixed_traffic else int((1 - slo_target) * requests)
-        return Bound(best.cost if best is not None else None, misses)
+        paced = None
+        if best is not None and pace is not None:
+            paced = Pace({t: dollars for t, dollars, _ in best.spent}, pace.warmup * only.duration, pace.margin)
+        return Bound(best.cost if best is not None else None, misses, paced)
 
     def submit(pool: concurrent.futures.Executor | None) -> tuple[Any, dict[str, float | int], Any]:
         trial = study.ask()
@@ -339,12 +390,13 @@ def tune(
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
         elif outcome.stopped is not None:
             trial_result = TrialResult(
-                trial.number, params, outcome.cost, None, stopped=outcome.stopped, stopped_at=outcome.stopped_at
-            )
+                trial.number, params, outcome.cost, None, stopped=outcome.stopped, stopped_at=outcome.stopped_at,
+                spent=outcome.spent,
+            )  # fmt: skip
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         else:
-            requests = requests or outcome.requests
-            trial_result = TrialResult(trial.number, params, outcome.cost, outcome.slo)
+            requests = result.requests = requests or outcome.requests
+            trial_result = TrialResult(trial.number, params, outcome.cost, outcome.slo, spent=outcome.spent)
             # feasible at <= 0
             trial.set_constraint("slo", slo_target - (outcome.slo if outcome.slo is not None else 0.0))
             study.tell(trial, outcome.cost)

@@ -13,12 +13,24 @@ import yaml
 from pydantic import BaseModel, Field
 from typer.testing import CliRunner
 
+from cli import tune_cmd
 from cli.main import app
 from policies.spec import ExternalPolicy, MinFloorPolicy, PredictivePolicy, ScaleToZeroPolicy
 from policies.tunable import tunable
 from simulator.controller_run import Checkpoint
 from simulator.fleet import Fleet
-from simulator.tune import Bound, TrialJob, run_trial, search_space, tune, with_policy
+from simulator.tune import (
+    PACE,
+    Bound,
+    Pace,
+    PaceRule,
+    TrialJob,
+    TuneResult,
+    run_trial,
+    search_space,
+    tune,
+    with_policy,
+)
 from simulator.workloads.spec import Workload, parse_workload
 from tiers.config import FleetConfig, load_config
 
@@ -138,6 +150,33 @@ def test_the_bound_says_which_limit_a_checkpoint_is_past() -> None:
     assert Bound(misses=9).reason("web", at_two_hours) == ("10 misses by hour 2, more than the SLO target allows (9)")
 
 
+def test_the_pace_stops_a_trial_spending_past_its_margin_ahead_of_the_best_once_warmed_up() -> None:
+    pace = Pace({3600.0: 10.0, 7200.0: 20.0}, warmup=7200.0, margin=0.05)
+    assert pace.reason(3600.0, 30.0) is None  # still warming up: early spending says little
+    assert pace.reason(7200.0, 21.0) is None  # exactly 5% ahead: still in the race
+    assert pace.reason(7200.0, 21.01) == "$21.01 by hour 2, 5% ahead of the best trial's $20.00 then (pace)"
+    assert pace.reason(5400.0, 99.0) is None  # no checkpoint of the best's there: nothing to compare
+    paced = Bound(pace=pace).reason("web", Checkpoint(7200.0, {"web": 22.0}, {"web": (10, 10)}))
+    assert paced is not None and paced.endswith("(pace)")
+    idle = Pace({3600.0: 0.0, 7200.0: 0.0, 10800.0: 40.0}, warmup=0.0)  # the best was at zero for two hours
+    assert idle.reason(7200.0, 0.40) is None  # 1% of the best's whole run: too little to tell
+    assert idle.reason(7200.0, 0.41) is not None
+
+
+def test_a_trial_records_its_cost_and_misses_at_every_checkpoint_and_a_pace_stops_it() -> None:
+    config, text = load_config_text(TIERS)
+    workload = parse_workload(WORKLOAD)
+    policy = {"kind": "min-floor", "ttft_p95_max": "500ms"}
+    whole = run_trial(TrialJob(config, text, workload, "web", policy))
+    times = [t for t, _, _ in whole.spent]
+    costs = [c for _, c, _ in whole.spent]
+    assert len(times) >= 10 and times == sorted(times) and costs == sorted(costs) and costs[-1] <= whole.cost
+    half = {t: c / 2 for t, c, _ in whole.spent}  # a best trial that spent half as much all along
+    stopped = run_trial(TrialJob(config, text, workload, "web", policy, Bound(pace=Pace(half, warmup=300.0))))
+    assert stopped.stopped is not None and stopped.stopped.endswith("(pace)")
+    assert stopped.stopped_at is not None and stopped.stopped_at >= 300.0
+
+
 def test_trials_stopped_early_are_told_to_the_study_and_kept_off_the_frontier() -> None:
     config, text = load_config_text(TIERS)
     workload = parse_workload(WORKLOAD)
@@ -212,3 +251,33 @@ def test_a_tier_without_traffic_in_the_workload_is_bad_input(files: tuple[Path, 
     result = CliRunner().invoke(app, ["tune", "-f", str(tiers), "--workload", str(day), "--tier", "web"])
     assert result.exit_code == 2
     assert 'no traffic for tier "web"' in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_pace_stops_trials_only_when_asked_and_never_the_best() -> None:
+    config, text = load_config_text(TIERS)
+    workload = parse_workload(WORKLOAD)
+    eager = PaceRule(warmup=0.0, margin=0.0)  # any trial a cent over the best's pace stops
+    paced = tune(config, text, workload, "web", trials=6, slo_target=0.6, jobs=1, seed=1, pace=eager)
+    exact = tune(config, text, workload, "web", trials=6, slo_target=0.6, jobs=1, seed=1, pace=None)
+    assert any(t.stopped is not None and t.stopped.endswith("(pace)") for t in paced.trials)
+    assert not any(t.stopped is not None and t.stopped.endswith("(pace)") for t in exact.trials)
+    assert paced.best is not None and paced.best.stopped is None and paced.best.spent
+
+
+def test_exact_bounds_on_the_command_line_turns_the_pace_off(
+    files: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[object] = []
+    real = tune_cmd.tune
+
+    def spy(*args: object, **kwargs: object) -> TuneResult:
+        seen.append(kwargs["pace"])
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(tune_cmd, "tune", spy)
+    tiers, day = files
+    base = ["tune", "-f", str(tiers), "--workload", str(day), "--tier", "web", "--trials", "1", "--slo", "0.5"]
+    for extra in ([], ["--exact-bounds"]):
+        result = CliRunner().invoke(app, [*base, *extra])
+        assert result.exit_code in (0, 1), result.output
+    assert seen == [PACE, None]
