@@ -56,10 +56,21 @@ def _arg(args: tuple[str, ...], flag: str) -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
+def reserve_port() -> int:
+    """A free loopback port held for our server: left in TIME_WAIT by a connection opened and closed here
+    (the accepting side first), so for about a minute the kernel gives it to no other ``bind`` without
+    SO_REUSEADDR (every ``bind(0)``), while a server that binds with it (uvicorn, vLLM) takes it at once.
+    A port merely bound and released could go to another process first, whose server would then answer
+    on our instance's address and read as ours starting."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind((HOST, 0))
+        server.listen(1)
+        port = int(server.getsockname()[1])
+        with socket.create_connection((HOST, port), timeout=2.0):
+            accepted, _ = server.accept()
+            accepted.close()
+    return port
 
 
 def _proc_start_time(pid: int) -> str | None:
@@ -150,7 +161,7 @@ class LocalProvider:
         model = _arg(args, "--model") or spec.tags.get("model") or "stand-in"
         max_len = _arg(args, "--max-model-len") or str(self._default_len)
         seqs = _arg(args, "--max-num-seqs") or (str(self._default_seqs) if self._default_seqs else None)
-        port = _free_port()
+        port = reserve_port()
         argv = [*self._command, "--host", HOST, "--port", str(port), "--model", model, "--max-model-len", max_len]
         if seqs:
             argv += ["--max-num-seqs", seqs]
