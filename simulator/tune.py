@@ -13,10 +13,14 @@ import concurrent.futures
 import gc
 import math
 import multiprocessing
+import os
+import threading
+import time
 import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import yaml
@@ -416,7 +420,8 @@ def tune(
                 finish(trial, params, outcome)
         return result
     context = multiprocessing.get_context("spawn")  # no inherited threads or event loops in the workers
-    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=keep_arrivals) as pool:
+    start_worker = partial(_worker_start, os.getpid())
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=start_worker) as pool:
         running: dict[concurrent.futures.Future[Any], tuple[Any, dict[str, float | int]]] = {}
         submitted = 0
         while submitted < trials or running:
@@ -432,6 +437,23 @@ def tune(
                     raise error
                 finish(trial, params, error if isinstance(error, Exception) else future.result())
     return result
+
+
+PARENT_CHECK_S = 1.0
+
+
+def _worker_start(parent: int) -> None:
+    """A search worker keeps arrivals across its trials, and exits when the search process is gone: killed
+    (SIGTERM, SIGKILL), it cannot stop its workers, which would finish their trial and then wait on the
+    task queue for good, each holding a day's arrays."""
+    keep_arrivals()
+    threading.Thread(target=_exit_with, args=(parent,), name="exit-with-parent", daemon=True).start()
+
+
+def _exit_with(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(1)  # orphaned: nobody will read this worker's result
 
 
 def _one_line(exc: Exception) -> str:
