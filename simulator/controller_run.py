@@ -50,6 +50,7 @@ from simulator.fleet_signals import FleetSignals, activated_tiers
 from simulator.report import Report, build_report
 from simulator.rollouts import RolloutClock, rollout_outcomes
 from simulator.sim_cloud import simulation_cloud
+from simulator.worker_process import exit_with_parent
 from simulator.workloads.spec import Workload
 from tiers.config import FleetConfig
 
@@ -160,7 +161,10 @@ def simulate(
         parts = baseline_parts(workload, models, settings)
         workers = max(1, min(len(parts), os.cpu_count() or 1))
         try:  # fork before any thread or event loop exists in this process
-            pool = concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+            pool = concurrent.futures.ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("fork"), initializer=exit_with_parent,
+                initargs=(os.getpid(),),
+            )  # fmt: skip
             pending = [pool.submit(job, *args) for job, args in parts]  # the longest first: oracle, KEDA/HPA
         except (OSError, ValueError):
             pool, pending = None, None

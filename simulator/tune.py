@@ -14,8 +14,6 @@ import gc
 import math
 import multiprocessing
 import os
-import threading
-import time
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -29,6 +27,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from policies.spec import TARGET_ONLY, THRESHOLD_ONLY, PolicySpec, ReactiveRules
 from policies.tunable import TuneRange, tune_range
 from simulator.controller_run import Checkpoint, RunOptions, RunStopped, simulate
+from simulator.worker_process import exit_with_parent
 from simulator.workloads.sources import KEPT, keep_arrivals
 from simulator.workloads.spec import SessionsLoad, Workload
 from tiers.config import FleetConfig, TierSpec
@@ -439,21 +438,10 @@ def tune(
     return result
 
 
-PARENT_CHECK_S = 1.0
-
-
 def _worker_start(parent: int) -> None:
-    """A search worker keeps arrivals across its trials, and exits when the search process is gone: killed
-    (SIGTERM, SIGKILL), it cannot stop its workers, which would finish their trial and then wait on the
-    task queue for good, each holding a day's arrays."""
+    """A search worker keeps arrivals across its trials, and exits when the search process is gone."""
     keep_arrivals()
-    threading.Thread(target=_exit_with, args=(parent,), name="exit-with-parent", daemon=True).start()
-
-
-def _exit_with(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(PARENT_CHECK_S)
-    os._exit(1)  # orphaned: nobody will read this worker's result
+    exit_with_parent(parent)
 
 
 def _one_line(exc: Exception) -> str:
