@@ -192,7 +192,7 @@ class PaceRule:
 
 
 NEGLIGIBLE = 0.01  # of the best trial's cost: no trial is stopped for being this little ahead
-PACE = PaceRule(warmup=0.25, margin=0.05)  # no wrong stop on 100 trials run out (docs/simulator.md)
+PACE = PaceRule(warmup=0.25, margin=0.05)  # no wrong stop on 160 trials run out, 4 days (docs/simulator.md)
 
 
 @dataclass(frozen=True, slots=True)
