@@ -157,21 +157,27 @@ def test_preemptions_are_replaced_at_once_with_fallback_and_hand_back(
         time.sleep(2.5)  # the offers cache (1 s TTL) sees it
         victim2 = next(r for r in live(tmp_path, "spot") if r["state"] == "ready")
         fake.preempt(victim2["provider_id"])
+
+        def at_provider() -> int:  # the store records an instance before it asks the provider for it
+            return len([d for d in fake.live() if d["name"].startswith("sc-")])
+
         wait_for("an on-demand fallback instance", lambda: len(live(tmp_path, "on-demand")) == 1)
         assert len(live(tmp_path)) == 3
+        wait_for("the fallback created at the provider", lambda: at_provider() == 3)
 
         # 3. Spot comes back (and is cheaper): the fallback is handed back to spot, never above 3 + 1 billed.
         peak, sampling = [0], threading.Event()
 
         def sample() -> None:
             while not sampling.wait(0.05):
-                peak[0] = max(peak[0], len([d for d in fake.live() if d["name"].startswith("sc-")]))
+                peak[0] = max(peak[0], at_provider())
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         fake.set_available(SPOT_OFFER, True)
         try:
             wait_for("back on spot only", lambda: len(live(tmp_path, "on-demand")) == 0 and len(live(tmp_path)) == 3)
+            wait_for("the provider agrees", lambda: at_provider() == 3)
         finally:
             sampling.set()
             sampler.join(timeout=5)
