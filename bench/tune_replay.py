@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from simulator.controller_run import Checkpoint
-from simulator.tune import Bound, Pace, PaceRule
+from simulator.tune import Bound, PaceRule
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +35,7 @@ def replay(saved: dict[str, Any], slo: float, rule: PaceRule | None, *, jobs: in
     for i, trial in enumerate(trials):
         known = [t for t in kept if t["number"] <= i - jobs and t["slo"] >= slo]
         best = min(known, key=lambda t: t["cost"]) if known else None
-        pace = None
-        if best is not None and rule is not None:
-            pace = Pace({t: c for t, c, _ in best["spent"]}, rule.warmup * duration, rule.margin)
+        pace = rule.behind(best["spent"], duration) if best is not None and rule is not None else None
         bound = Bound(best["cost"] if best is not None else None, allowed, pace)
         stopped_at, why = None, None
         for t, cost, misses in trial["spent"]:

@@ -16,7 +16,7 @@ import multiprocessing
 import os
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -189,6 +189,11 @@ class PaceRule:
 
     warmup: float
     margin: float
+
+    def behind(self, best: Sequence[tuple[float, float, int]], duration: float) -> Pace:
+        """The pace of a best trial's checkpoints ``(virtual seconds, dollars, misses)`` over a run of
+        ``duration`` seconds."""
+        return Pace({t: dollars for t, dollars, _ in best}, self.warmup * duration, self.margin)
 
 
 NEGLIGIBLE = 0.01  # of the best trial's cost: no trial is stopped for being this little ahead
@@ -367,16 +372,13 @@ def tune(
         study.enqueue_trial(start, skip_if_exists=True)
 
     fixed_traffic = not isinstance(only.tiers[tier], SessionsLoad)  # closed-loop sessions send as served
-    requests: int | None = None
 
     def bound() -> Bound:
         if not stop_early:
             return Bound()
-        best = result.best
+        best, requests = result.best, result.requests
         misses = None if requests is None or not fixed_traffic else int((1 - slo_target) * requests)
-        paced = None
-        if best is not None and pace is not None:
-            paced = Pace({t: dollars for t, dollars, _ in best.spent}, pace.warmup * only.duration, pace.margin)
+        paced = pace.behind(best.spent, only.duration) if best is not None and pace is not None else None
         return Bound(best.cost if best is not None else None, misses, paced)
 
     def submit(pool: concurrent.futures.Executor | None) -> tuple[Any, dict[str, float | int], Any]:
@@ -387,7 +389,6 @@ def tune(
         return trial, params, (future if future is not None else job)
 
     def finish(trial: Any, params: dict[str, float | int], outcome: TrialOutcome | Exception) -> None:
-        nonlocal requests
         if isinstance(outcome, Exception):
             trial_result = TrialResult(trial.number, params, None, None, _one_line(outcome))
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
@@ -398,7 +399,7 @@ def tune(
             )  # fmt: skip
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         else:
-            requests = result.requests = requests or outcome.requests
+            result.requests = result.requests or outcome.requests
             trial_result = TrialResult(trial.number, params, outcome.cost, outcome.slo, spent=outcome.spent)
             # feasible at <= 0
             trial.set_constraint("slo", slo_target - (outcome.slo if outcome.slo is not None else 0.0))
