@@ -6,13 +6,17 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.ports import free_port
 from tests.services import repo_root
 
-__all__ = ["daemon_log", "env_for", "free_port", "json_of", "scalectl", "start_daemon"]
+__all__ = ["daemon_log", "env_for", "free_port", "json_of", "scalectl", "start_daemon", "wait_for"]
 
 
 def env_for(data_dir: Path, **extra: str) -> dict[str, str]:
@@ -54,3 +58,19 @@ def daemon_log(data_dir: Path) -> Path:
 def json_of(result: subprocess.CompletedProcess[str]) -> Any:
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def wait_for(
+    what: str, check: Callable[[], bool], seconds: float = 60, *, ignoring: tuple[type[Exception], ...] = ()
+) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` after ``seconds`` (a hang guard, not a timing
+    assertion). Errors of the ``ignoring`` kinds count as not yet (a database the daemon is writing)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except ignoring:
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for: {what}")

@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from clocks import SystemClock
+from tests.e2e import helpers
 from tests.e2e.helpers import free_port, start_daemon
 from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, booting_spheron
 from vllm_standin.server import run_in_thread
@@ -76,15 +77,7 @@ def rows(data: Path) -> list[dict[str, Any]]:
 
 
 def wait_for(what: str, check: Callable[[], bool], seconds: float = 90) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if check():
-                return
-        except sqlite3.Error:
-            pass
-        time.sleep(0.2)
-    pytest.fail(f"timed out waiting for: {what}")
+    helpers.wait_for(what, check, seconds, ignoring=(sqlite3.Error,))  # the daemon writes as we read
 
 
 def live(data: Path, capacity: str | None = None) -> list[dict[str, Any]]:

@@ -9,13 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import env_for, repo_root
+from tests.e2e.helpers import env_for, repo_root, wait_for
 
 TIERS = """
 tiers:
@@ -36,8 +34,6 @@ tiers:
 cloud: {provision_delay: 60s}
 """
 BASELINE_JOBS = 3  # a serving tier's baselines: the oracle with the static fleet, KEDA/HPA, SkyServe-style
-
-HANG_GUARD_S = 60.0  # polls stop here: a test that must end, not a timing assertion
 
 
 def _children(parent: int) -> list[int]:
@@ -64,13 +60,6 @@ def _running(pid: int) -> bool:
     return state != "Z"  # a zombie has exited; only its parent's wait is missing
 
 
-def _poll(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + HANG_GUARD_S
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.2)
-
-
 @pytest.mark.parametrize(
     ("command", "workers"),
     [
@@ -89,11 +78,11 @@ def test_workers_exit_when_their_process_is_killed(tmp_path: Path, command: list
     )  # fmt: skip
     started: list[int] = []
     try:
-        _poll(lambda: len(_children(parent.pid)) == workers, f"{command[0]} never started its {workers} workers")
+        wait_for(f"{command[0]} to start its {workers} workers", lambda: len(_children(parent.pid)) == workers)
         started = _children(parent.pid)
         parent.send_signal(signal.SIGKILL)  # nothing runs in the parent after this: no clean-up
         parent.wait()
-        _poll(lambda: not any(_running(pid) for pid in started), f"workers {started} outlived {command[0]}")
+        wait_for(f"workers {started} to exit with {command[0]}", lambda: not any(_running(pid) for pid in started))
     finally:
         if parent.poll() is None:
             parent.kill()
