@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 
 from simulator.controller_run import simulate
+from simulator.report import pct
 from simulator.workloads.spec import parse_workload
 from tiers.config import parse_config
 
@@ -122,10 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         slo = tier.slo_attainment
         slos.append(slo if slo is not None else 0.0)
         print(
-            f"| {seed} | {drawn.text()} | {_pct(slo)} | {tier.cost:,.2f} | "
+            f"| {seed} | {drawn.text()} | {pct(slo)} | {tier.cost:,.2f} | "
             f"{'-' if ratio is None else f'{ratio:.2f}×'} | "
             f"{f'{tier.cost / reactive.cost:.2f}×' if reactive and reactive.cost else '-'} | "
-            f"{_pct(reactive.slo_attainment if reactive else None)} | "
+            f"{pct(reactive.slo_attainment if reactive else None)} | "
             f"{tier.peak_instances} | {time.perf_counter() - start:.0f} |",
             flush=True,
         )
@@ -136,10 +137,6 @@ def main(argv: list[str] | None = None) -> int:
             f"worst {max(ratios):.2f}×; {met} of {len(ratios)} at ≤ 1.8×"
         )
     return 0
-
-
-def _pct(share: float | None) -> str:
-    return "-" if share is None else f"{100 * share:.2f}%"
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 
 from simulator.controller_run import simulate
+from simulator.report import pct
 from simulator.workloads.spec import Workload, parse_workload
 from tiers.config import FleetConfig, parse_config
 
@@ -187,16 +188,12 @@ def run(drawn: Drawn) -> Outcome:
                    pair("reactive"), pair("static"), wall)  # fmt: skip
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.2f}%"
-
-
 def _ratio(cost: float, ref: tuple[float | None, float] | None) -> str:
     return "-" if ref is None or not ref[1] else f"{cost / ref[1]:.2f}×"
 
 
 def _base(ref: tuple[float | None, float] | None) -> str:
-    return "-" if ref is None else f"{_pct(ref[0])} ${ref[1]:,.0f}"
+    return "-" if ref is None else f"{pct(ref[0])} ${ref[1]:,.0f}"
 
 
 HEADER = ("day", "SLO", "cost $", "÷oracle", "÷SkyServe", "oracle", "SkyServe-style", "KEDA/HPA", "static", "peak",
@@ -207,7 +204,7 @@ def table(rows: list[tuple[Drawn, Outcome]]) -> str:
     cells = [HEADER]
     for d, o in rows:
         cells.append((
-            d.name, _pct(o.slo), f"{o.cost:,.2f}", _ratio(o.cost, o.oracle), _ratio(o.cost, o.skyserve),
+            d.name, pct(o.slo), f"{o.cost:,.2f}", _ratio(o.cost, o.oracle), _ratio(o.cost, o.skyserve),
             f"${o.oracle[1]:,.0f}" if o.oracle else "-", _base(o.skyserve), _base(o.reactive), _base(o.static),
             str(o.peak), f"{o.wall_s:.0f}",
         ))  # fmt: skip

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.controller_run import simulate
-from simulator.report import BaselineOutcome
+from simulator.report import BaselineOutcome, pct
 from simulator.workloads.shapes import SpikeShape
 from simulator.workloads.spec import BatchLoad, Workload, load_workload
 from tiers.config import load_config
@@ -122,16 +122,12 @@ def run(name: str, hours: float | None, from_h: float = 0.0) -> list[Row]:
     return rows
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.2f}%"
-
-
 def _x(cost: float, ref: float | None) -> str:
     return "-" if not ref else f"{cost / ref:.2f}×"
 
 
 def _base(b: BaselineOutcome | None) -> tuple[str, str]:
-    return ("-", "-") if b is None else (f"{b.cost:,.0f}", _pct(b.slo_attainment))
+    return ("-", "-") if b is None else (f"{b.cost:,.0f}", pct(b.slo_attainment))
 
 
 HEADER = ("scenario", "tier", "h", "SLO", "cost $", "÷oracle", "÷SkyServe", "÷reactive", "SkyServe $", "SkyServe SLO",
@@ -143,7 +139,7 @@ def format_rows(rows: list[Row]) -> str:
     for r in rows:
         sky, react = _base(r.skyserve), _base(r.reactive)
         cells.append((
-            r.scenario, r.tier, f"{r.hours:g}", _pct(r.slo), f"{r.cost:,.0f}", _x(r.cost, r.oracle),
+            r.scenario, r.tier, f"{r.hours:g}", pct(r.slo), f"{r.cost:,.0f}", _x(r.cost, r.oracle),
             _x(r.cost, r.skyserve.cost if r.skyserve else None), _x(r.cost, r.reactive.cost if r.reactive else None),
             sky[0], sky[1], react[0], react[1], str(r.peak), f"{r.wall_s:.0f}",
         ))  # fmt: skip

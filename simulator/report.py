@@ -226,9 +226,9 @@ class Report:
             size = f" of {oracle.peak}" if oracle is not None and oracle.peak is not None else ""
             lines.append(
                 f"tier {name}: a static fleet{size} (the oracle's busiest minute) all day held only "
-                f"{_pct(static.slo_attainment)} of requests within the TTFT target, under the SLO of {_pct(slo_goal)}: "
+                f"{pct(static.slo_attainment)} of requests within the TTFT target, under the SLO of {pct(slo_goal)}: "
                 "the target is below the requests' own tail (client overhead, prefill), which no fleet size "
-                f"removes; raise the TTFT target, or read the SLO against {_pct(static.slo_attainment)}"
+                f"removes; raise the TTFT target, or read the SLO against {pct(static.slo_attainment)}"
             )
         return lines
 
@@ -239,8 +239,8 @@ class Report:
             minutes = None if r.finished_s is None else (r.finished_s - r.started_s) / 60
             took = "still rolling at the end" if minutes is None else f"done in {minutes:.1f} min"
             lines.append(
-                f"rollout {r.tier} at {r.started_s / 3600:.2f} h: {took}; SLO met {_pct(r.slo_during)} while "
-                f"rolling vs {_pct(r.slo_outside)} otherwise; billed {r.instance_hours:.1f} instance-h, "
+                f"rollout {r.tier} at {r.started_s / 3600:.2f} h: {took}; SLO met {pct(r.slo_during)} while "
+                f"rolling vs {pct(r.slo_outside)} otherwise; billed {r.instance_hours:.1f} instance-h, "
                 f"peak {r.peak_billed} instances (from {r.billed_before})"
             )
         return lines
@@ -265,7 +265,7 @@ class Report:
             run.add_row(
                 name,
                 f"{t.requests:,}",
-                _pct(t.slo_attainment),
+                pct(t.slo_attainment),
                 _ttft(t),
                 f"{t.cost:,.2f}",
                 f"{t.gpu_hours:,.1f}",
@@ -285,7 +285,7 @@ class Report:
             )
         tot = self.total()
         run.add_row(
-            "total", f"{tot['requests']:,}", _pct(tot["slo_attainment"]), "", f"{tot['cost']:,.2f}",
+            "total", f"{tot['requests']:,}", pct(tot["slo_attainment"]), "", f"{tot['cost']:,.2f}",
             f"{tot['gpu_hours']:,.1f}", "", str(tot["interruptions"]), str(tot["lost_tasks"]),
         )  # fmt: skip
         versus.add_row(
@@ -340,7 +340,8 @@ def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
+    """A share as a percentage with two decimals; "-" when unknown."""
     return "-" if x is None else f"{100 * x:.2f}%"
 
 
