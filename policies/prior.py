@@ -27,6 +27,12 @@ KNEE_SHARE = 0.8
 @lru_cache(maxsize=256)
 def capacity_prior(serving: ServingSpec, gpu: str, gpu_count: int) -> float:
     """Requests in flight one server carries at the latency target, before anything is learned."""
+    return admitted_sequences(serving, gpu, gpu_count) * KNEE_SHARE
+
+
+@lru_cache(maxsize=256)
+def admitted_sequences(serving: ServingSpec, gpu: str, gpu_count: int) -> float:
+    """The sequences one server runs at once (``--max-num-seqs``): every request beyond them waits."""
     admitted = float(math.ceil(serving.target_concurrency * SEQS_PER_TARGET))
     try:
         plan = make_plan(
@@ -41,8 +47,8 @@ def capacity_prior(serving: ServingSpec, gpu: str, gpu_count: int) -> float:
             runtime_overhead_gib=serving.runtime_overhead_gib,
         )
     except (SizingError, UnknownGpu, ValueError, OSError):
-        return admitted * KNEE_SHARE  # a model or GPU the catalogue cannot size: the flags alone
-    return min(admitted, float(plan.math.slots)) * KNEE_SHARE
+        return admitted  # a model or GPU the catalogue cannot size: the flags alone
+    return min(admitted, float(plan.math.slots))
 
 
 @lru_cache(maxsize=256)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from clocks import Clock
 from controller.embedded import bundled_tiers_text
+from policies.prior import admitted_sequences
 from policies.types import Signals
 from providers.simulated import SimulatedCloud
 from sizing.engine import EngineProfile, launched_engine
@@ -30,7 +31,7 @@ Z = {0.50: 0.0, 0.95: 1.645, 0.99: 2.326}
 @dataclass
 class _Serving:
     peak_sessions: float  # concurrent user sessions at the top of the day
-    slots_per_instance: float  # sessions one instance serves within the latency target
+    slots_per_instance: float  # sessions one instance runs at once (the engine's --max-num-seqs)
     period: float = 3600.0  # one demo "day" lasts an hour of virtual time
     night: float = 0.1  # night load as a share of the peak (business hours vs night: 10×)
 
@@ -54,10 +55,13 @@ class SyntheticLoad:
         self.clock = clock
         self.cloud = cloud
         bundled = parse_config(bundled_tiers_text(), "bundled example tiers").tiers
-        self.serving = {
-            "orchestrator": _Serving(peak_sessions=320.0, slots_per_instance=60.0),
-            "support-daytime": _Serving(peak_sessions=200.0, slots_per_instance=60.0, period=5400.0),
-        }
+        # Each instance runs as many sessions as the engine the daemon launches admits, the figure the
+        # policy's capacity prior comes from (policies/prior.py); the peaks, in instances filled to it.
+        peaks = {"orchestrator": (4.0, 3600.0), "support-daytime": (2.5, 5400.0)}
+        self.serving: dict[str, _Serving] = {}
+        for name, (full_instances, period) in peaks.items():
+            slots = admitted_sequences(bundled[name].serving, bundled[name].gpu, bundled[name].gpu_count)
+            self.serving[name] = _Serving(full_instances * slots, slots, period=period)
         self.batch = {"research": _Batch(burst=200)}
         self.engines = {
             n: launched_engine(bundled[n].serving, bundled[n].gpu, bundled[n].gpu_count) for n in self.serving
