@@ -105,12 +105,15 @@ class DecidePhase:
         """``price``: $/hour of one more instance (``plan.instance_price``), what the budget cap divides by.
         ``replacing``: warned instances not replaced yet. They no longer count toward the tier, but the
         policy sees the fleet as it was, so holding means replacing them now, not after its scale-out window."""
-        now, current = tick.now, len(counted) + replacing
+        current = len(counted) + replacing
         state, last_desired = self._states.get(name, (PolicyState(), current))
         self._before[name] = (state, last_desired)
         try:
             booting = sum(1 for i in counted if i.state is not InstanceState.READY)
-            inp = PolicyInput(now, reading.signals, current, state, self.policy.seasonal(name, tier, now), booting)
+            # The policy's clock is the reading's: the arrivals it counts ran to the read, and a tick whose
+            # reads took longer than the last one's (a slow scrape) would read as a burst on the tick's clock.
+            at = reading.read_at
+            inp = PolicyInput(at, reading.signals, current, state, self.policy.seasonal(name, tier, at), booting)
             bounds = replace(bounds_for(tier), price_per_instance_hour=price)
             decision = self.policy.decide(name, tier, inp, bounds)
             desired, reason, new_state, demand = decision.desired, decision.reason, decision.state, decision.demand
