@@ -3,7 +3,8 @@
 Target tracking sizes for the rate it reads, and a launch serves a boot later (2–5 minutes). On a steady
 load the headroom (``target_utilization``) covers that; on a morning ramp it does not: a small fleet's
 headroom is a few requests per second, and a ramp of 0.3 req/s each second uses it up in a minute or two.
-So each tick adds its arrivals to a per-minute count (the last ``MINUTES`` full minutes are kept), and the
+So each tick adds its arrivals to per-minute counts (spread over the minutes since the previous tick; the
+last ``MINUTES`` full minutes are kept), and the
 trend through those counts is taken by Theil–Sen (the median of the slopes between every pair of minutes):
 a burst minute or two moves it little. It must rise in both halves of those minutes, at paces within a
 factor of two: a step (a spike's onset, traffic reaching an idle tier) rises once, its other half flat
@@ -36,9 +37,15 @@ class Ramp:
     lead: float
 
 
-def observe(learned: Mapping[str, float], *, now: float, arrivals: float | None) -> dict[str, float]:
-    """Add this tick's arrivals to the current minute's count; keep the last ``MINUTES`` full minutes. A tick
-    whose arrivals are unknown starts the counts afresh (a gap would read as a fall, then a rise)."""
+def observe(
+    learned: Mapping[str, float], *, now: float, arrivals: float | None, since: float | None = None
+) -> dict[str, float]:
+    """Add this tick's arrivals to the minutes they arrived in; keep the last ``MINUTES`` full minutes. The
+    arrivals counted since the previous tick (at ``since``) are spread over the minutes between the two in
+    proportion to the time each covers: filed whole in the minute of the tick that counts them, ticks that
+    do not divide a minute (15 s ticks that run late, a slow tick) make some minutes read a tick's worth
+    high and others low, scatter that hides a ramp. A tick whose arrivals are unknown starts the counts
+    afresh (a gap would read as a fall, then a rise)."""
     if arrivals is None:
         if _SINCE not in learned:  # no counts kept: nothing to drop
             return dict(learned)
@@ -50,7 +57,14 @@ def observe(learned: Mapping[str, float], *, now: float, arrivals: float | None)
     else:
         out = {k: v for k, v in learned.items() if not k.startswith(_BIN) or int(k[len(_BIN) :]) >= minute - MINUTES}
     out.setdefault(_SINCE, now)
-    out[key] = out.get(key, 0.0) + max(arrivals, 0.0)
+    count = max(arrivals, 0.0)
+    if since is None or not since < now:
+        out[key] = out.get(key, 0.0) + count
+        return out
+    for m in range(max(math.floor(since / 60.0), minute - MINUTES), minute + 1):
+        covered = min(now, (m + 1) * 60.0) - max(since, m * 60.0)
+        if covered > 0:
+            out[f"{_BIN}{m}"] = out.get(f"{_BIN}{m}", 0.0) + count * covered / (now - since)
     return out
 
 

@@ -86,6 +86,7 @@ def _learn(rules: ReactiveRules, inp: PolicyInput, load: Load, tail: float | Non
             observe_fast_rate(inp.state.learned, now=inp.now, arrivals=signals.arrivals),
             now=inp.now,
             arrivals=signals.arrivals,
+            since=last_tick(inp.state.learned),
         ),
         now=inp.now,
         in_flight=load.in_flight,

@@ -17,20 +17,49 @@ def counted(rates_per_minute: list[float], *, tick: float = 5.0, start: float = 
     for rate in rates_per_minute:
         for _ in range(int(60 / tick)):
             now += tick
-            learned = ramp.observe(learned, now=now, arrivals=rate * tick)
+            learned = ramp.observe(learned, now=now, arrivals=rate * tick, since=now - tick)
     return learned, now
 
 
 def test_a_linear_ramp_is_projected_over_the_lead() -> None:
     # 60, 66, ... req/s: +6 req/s a minute, 0.1 req/s each second. A tick at a minute's start counts the 5 s
-    # before it, so each full minute reads 0.5 req/s under its own rate; the first (partial) minute is left out
+    # before it into the minute they arrived in; the first (partial) minute is left out
     learned, now = counted([60.0 + 6 * i for i in range(7)])
     found = ramp.projected(learned, now=now, lead=300.0)
     assert found is not None
     assert found.slope == pytest.approx(0.1)
-    # the last full minute (the 7th, 95.5 req/s) at its middle, 30 s before now; then 300 s of lead
+    # the last full minute (the 7th, 96 req/s) at its middle, 30 s before now; then 300 s of lead
     assert now == T0 + 420
-    assert found.rate == pytest.approx(95.5 + 0.1 * (30 + 300))
+    assert found.rate == pytest.approx(96 + 0.1 * (30 + 300))
+
+
+@pytest.mark.parametrize("tick", [35.0, 70.0, 95.0])
+def test_ticks_that_do_not_divide_a_minute_still_show_the_ramp(tick: float) -> None:
+    """Slow or irregular ticks: each one's arrivals are spread over the minutes since the one before. Filed
+    whole in the minute of the tick that counts them, some minutes read a tick's worth high, others hold
+    nothing, and that scatter hid the ramp."""
+    learned: dict[str, float] = {}
+    now, last = T0, None
+    while now < T0 + 600:
+        now += tick
+        arrivals = sum(60.0 + 0.1 * (t - T0) for t in range(int(now - tick), int(now)))  # +0.1 req/s each second
+        learned = ramp.observe(learned, now=now, arrivals=arrivals, since=last)
+        last = now
+    found = ramp.projected(learned, now=now, lead=300.0)
+    assert found is not None
+    assert found.slope == pytest.approx(0.1, rel=0.25)  # a tick longer than a minute blurs the minutes it spans
+
+
+def test_a_steady_load_read_by_uneven_ticks_is_no_ramp() -> None:
+    learned: dict[str, float] = {}
+    now, last = T0, None
+    for tick in [20.0, 85.0, 40.0, 70.0, 15.0, 95.0, 55.0, 30.0, 75.0, 60.0]:
+        now += tick
+        learned = ramp.observe(learned, now=now, arrivals=100.0 * tick, since=last)
+        last = now
+    assert ramp.projected(learned, now=now, lead=300.0) is None
+    full = [v for k, v in learned.items() if k.startswith("ramp.m") and int(k[6:]) < now // 60]
+    assert all(v == pytest.approx(6000.0) for v in full[1:])  # every full minute 100 req/s
 
 
 def test_a_plateau_with_noise_is_no_ramp() -> None:
