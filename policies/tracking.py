@@ -361,14 +361,19 @@ def _settle_hedge(
             return state, None
         return state, (current, f"{head}; {ready} of the {int(hedged_for)} launched for ready → hold {current}")
     state = replace(state, learned={k: v for k, v in state.learned.items() if k != HEDGE_FOR})
-    surplus = min(inp.booting, current - max(need_out, ready))
+    # Down to the need, the count launched for and the window's highest need; the rest were never needed,
+    # so they go now, not later through the scale-in path's window, where they would read as a scale-in.
+    # The reconciler retires the instances still booting first.
+    keep = max(need_out, int(hedged_for), int(max((n for _, n in state.needs), default=0)))
+    surplus = current - keep
     if surplus <= 0:
         return state, None
-    text = (
-        f"{head}; {ready} ready serve the {int(hedged_for)} launched for:"
-        f" the {surplus} hedged launch(es) still booting are cancelled → {current - surplus}"
-    )
-    return state, (current - surplus, text)
+    cancelled = min(inp.booting, surplus)
+    parts = [f"the {cancelled} hedged launch(es) still booting are cancelled"] if cancelled else []
+    if surplus > cancelled:
+        parts.append(f"the {surplus - cancelled} hedged launch(es) that served too are retired")
+    text = f"{head}; {ready} ready serve the {int(hedged_for)} launched for: {' and '.join(parts)} → {keep}"
+    return state, (keep, text)
 
 
 def _hedge(inp: PolicyInput, state: PolicyState, breached: bool, need_out: int, full: float) -> int:

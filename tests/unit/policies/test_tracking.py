@@ -384,6 +384,24 @@ def test_a_tier_short_now_hedges_its_launches_and_cancels_the_rest_once_the_defi
     assert runner(current=4).tick(0, **vllm(850)).desired == 10  # hedge_launches: false
 
 
+@pytest.mark.parametrize(
+    ("booting", "settled"),
+    [
+        (0, "the 6 hedged launch(es) that served too are retired → 10"),
+        (2, "the 2 hedged launch(es) still booting are cancelled and the 4 hedged launch(es) that served too are"
+         " retired → 10"),
+    ],
+)  # fmt: skip
+def test_hedged_launches_that_served_with_the_deficit_go_at_once(booting: int, settled: str) -> None:
+    """All 16, or all but 2, boot in the same tick: the 6 launched beyond the deficit go at once, named as
+    hedges (not a scale-in through the window's minutes), those still booting first."""
+    run = runner(current=4, hedge_launches=True)
+    assert run.tick(0, **vllm(850)).desired == 16
+    decision = run.tick(5, booting=booting, **vllm(850))
+    assert decision.desired == 10 and decision.reason.endswith(settled)
+    assert run.tick(10, **vllm(850)).desired == 10  # settled: the next tick holds
+
+
 def test_a_need_the_ready_instances_still_carry_is_not_hedged() -> None:
     """A ramp: 850 in flight on 9 ready is 8.5 instances' worth at full capacity; they carry it while the
     tenth boots."""
