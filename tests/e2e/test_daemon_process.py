@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.e2e.helpers import daemon_log, free_port, json_of, scalectl, start_daemon
+from tests.e2e.helpers import daemon_log, free_port, json_of, scalectl, start_daemon, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -111,15 +110,14 @@ def test_sigkill_while_creating_then_restart_has_no_duplicate_and_no_untracked_i
     tiers.write_text(BURST)
     daemon = start_daemon(tmp_path, "--config", str(tiers), "--port", "0")
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # the creates have reached the cloud, their answers have not
-            if len(_cloud(tmp_path)) == 8 and (tmp_path / "scalectl.db").exists():
-                rows = _db_rows(tmp_path)
-                if len(rows) == 8 and all(pid is None for _, _, pid in rows):
-                    break
-            time.sleep(0.05)
-        else:
-            pytest.fail("the daemon never got to creating instances")
+
+        def creating() -> bool:  # the creates have reached the cloud, their answers have not
+            if len(_cloud(tmp_path)) != 8 or not (tmp_path / "scalectl.db").exists():
+                return False
+            rows = _db_rows(tmp_path)
+            return len(rows) == 8 and all(pid is None for _, _, pid in rows)
+
+        wait_for("the daemon to get to creating instances", creating, ignoring=(sqlite3.Error,))
         daemon.send_signal(signal.SIGKILL)
         daemon.wait(timeout=10)
     finally:
@@ -145,17 +143,11 @@ def test_sigterm_stops_cleanly_after_the_tick_in_progress(tmp_path: Path) -> Non
     port = free_port()
     daemon = start_daemon(tmp_path, "--port", str(port), "--speed", "10")
     try:
-        deadline = time.monotonic() + 60
-        ready = None
-        while time.monotonic() < deadline:
-            try:
-                ready = httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1)
-                if ready.status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        assert ready is not None and ready.status_code == 200
+
+        def ready() -> bool:
+            return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200
+
+        wait_for("/readyz to answer 200", ready, ignoring=(httpx.HTTPError,))
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).json() == {"status": "ok"}
         metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=2).text
         assert "scalectl_tier_desired_instances" in metrics and 'tier="orchestrator"' in metrics
