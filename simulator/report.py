@@ -304,7 +304,8 @@ class Report:
 
 
 def timelines(fleet: Fleet) -> dict[str, dict[str, Any]]:
-    """Per-tier series for the plot: arrivals per minute, ready instances, TTFT p95 per minute or queue."""
+    """Per-tier series for the plot: arrivals per minute, ready instances, TTFT p95 per minute or queue, and
+    for serving tiers the requests judged and missed each minute."""
     out: dict[str, dict[str, Any]] = {}
     for name in fleet.models:
         pool = fleet.serving.get(name) or fleet.batch[name]
@@ -332,6 +333,12 @@ def timelines(fleet: Fleet) -> dict[str, dict[str, Any]]:
             p95 = np.array([np.quantile(values[a:b], 0.95) for a, b in itertools.pairwise(bounds.tolist())])
             series["t_q"] = keys * 60.0 + 30.0
             series["ttft_p95"] = p95
+            # Requests judged and missed (TTFT over the target) each minute: where the SLO was lost.
+            series["judged"] = np.diff(bounds).astype(np.float64)
+            load = fleet.models[name].load
+            assert not isinstance(load, BatchLoad)  # a serving pool serves a serving load
+            over = (values > load.ttft_target).astype(np.float64)
+            series["missed"] = np.add.reduceat(over, starts) if starts.shape[0] else np.empty(0)
         out[name] = series
     return out
 

@@ -118,6 +118,16 @@ def test_cost_is_what_the_simulated_cloud_billed(day: SimulationResult) -> None:
         assert outcome.cost > 0 and outcome.gpu_hours > 0
 
 
+def test_the_minute_series_count_every_request_judged_and_missed(day: SimulationResult) -> None:
+    """The per-minute counts (bench/bench_hours.py breaks a day down by them) add up to the SLO's own."""
+    web = day.report.tiers["web"]
+    series = day.report.series()["web"]
+    assert series["judged"].sum() == web.slo_known
+    assert series["missed"].sum() == web.slo_known - web.slo_met > 0  # the spike's first minutes missed
+    assert series["judged"].shape == series["missed"].shape == series["t_q"].shape
+    assert "missed" not in day.report.series()["jobs"]  # a batch tier is judged by its waits
+
+
 def test_same_seed_same_report_and_another_seed_differs() -> None:
     first = run(options=FAST).report.to_dict()
     again = run(options=FAST).report.to_dict()
