@@ -11,7 +11,6 @@ observations bring the first one down (policies/capacity.py).
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
 from sizing.engine import launched_engine
@@ -19,7 +18,7 @@ from sizing.errors import SizingError
 from sizing.gpus import UnknownGpu
 from sizing.plan import make_plan
 from sizing.spec import ServingSpec
-from sizing.vllm_args import SEQS_PER_TARGET
+from sizing.vllm_args import max_num_seqs
 
 KNEE_SHARE = 0.8
 
@@ -33,7 +32,6 @@ def capacity_prior(serving: ServingSpec, gpu: str, gpu_count: int) -> float:
 @lru_cache(maxsize=256)
 def admitted_sequences(serving: ServingSpec, gpu: str, gpu_count: int) -> float:
     """The sequences one server runs at once (``--max-num-seqs``): every request beyond them waits."""
-    admitted = float(math.ceil(serving.target_concurrency * SEQS_PER_TARGET))
     try:
         plan = make_plan(
             serving.model,
@@ -47,8 +45,8 @@ def admitted_sequences(serving: ServingSpec, gpu: str, gpu_count: int) -> float:
             runtime_overhead_gib=serving.runtime_overhead_gib,
         )
     except (SizingError, UnknownGpu, ValueError, OSError):
-        return admitted  # a model or GPU the catalogue cannot size: the flags alone
-    return min(admitted, float(plan.math.slots))
+        return float(max_num_seqs(serving.target_concurrency))  # a model or GPU the catalogue cannot size
+    return float(max_num_seqs(serving.target_concurrency, plan.math.slots))
 
 
 @lru_cache(maxsize=256)

@@ -66,6 +66,13 @@ class TunedArgs:
         }
 
 
+def max_num_seqs(target_concurrency: int, slots: int | None = None) -> int:
+    """``--max-num-seqs``: twice the target concurrency, capped at the KV slots (when they are known) so
+    admitted sequences never preempt each other."""
+    wanted = math.ceil(target_concurrency * SEQS_PER_TARGET)
+    return wanted if slots is None else min(wanted, slots)
+
+
 def _flag_names(extra: tuple[str, ...]) -> set[str]:
     return {a.split("=", 1)[0] for a in extra if a.startswith("--")}
 
@@ -132,7 +139,7 @@ def tune_vllm_args(
     )
 
     wanted = math.ceil(serving.target_concurrency * SEQS_PER_TARGET)
-    seqs = min(wanted, math_.slots)
+    seqs = max_num_seqs(serving.target_concurrency, math_.slots)
     if seqs == wanted:
         seq_reason = (
             f"{SEQS_PER_TARGET:g}× target concurrency {serving.target_concurrency} absorbs bursts; "
