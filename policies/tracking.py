@@ -141,6 +141,11 @@ def _window(state: PolicyState, now: float, need: int, window: float) -> PolicyS
     return replace(state, needs=(*kept, (now, float(need))))
 
 
+def _highest_need(state: PolicyState) -> int:
+    """The highest need the stabilisation window holds (with the load tolerance); 0 when it holds none."""
+    return int(max((n for _, n in state.needs), default=0))
+
+
 def _since(state: PolicyState, name: str, now: float | None) -> PolicyState:
     since = dict(state.since)
     if now is None:
@@ -364,7 +369,7 @@ def _settle_hedge(
     # Down to the need, the count launched for and the window's highest need; the rest were never needed,
     # so they go now, not later through the scale-in path's window, where they would read as a scale-in.
     # The reconciler retires the instances still booting first.
-    keep = max(need_out, int(hedged_for), int(max((n for _, n in state.needs), default=0)))
+    keep = max(need_out, int(hedged_for), _highest_need(state))
     surplus = current - keep
     if surplus <= 0:
         return state, None
@@ -499,7 +504,7 @@ def _scale_in(
     rules: ReactiveRules, floor: int, inp: PolicyInput, state: PolicyState, need: int, basis: str, load: Load
 ) -> Decision:
     now, current = inp.now, inp.current
-    highest = int(max(n for _, n in state.needs))
+    highest = _highest_need(state)
     span = hysteresis.window(rules, state.learned)
     window = dur(span)
     if hysteresis.widened(rules, state.learned):

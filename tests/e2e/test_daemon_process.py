@@ -28,7 +28,7 @@ def _series(decisions: list[dict], tier: str) -> list[tuple[float, int]]:
     return changes
 
 
-def _hedge_cancels(decisions: list[dict], tier: str) -> set[float]:
+def _hedges_settled(decisions: list[dict], tier: str) -> set[float]:
     """When launches hedged while the tier was short went once the deficit served (docs/policies.md, rule 1):
     cancelled still booting, or retired having booted with the deficit's; not a scale-in."""
     settled = ("hedged launch(es) still booting are cancelled", "hedged launch(es) that served too are retired")
@@ -56,7 +56,7 @@ def test_embedded_daemon_scales_up_and_down_without_flapping(tmp_path: Path) -> 
     # No flapping (target tracking's stabilisation): a scale-in only once the last scale-out's need has left
     # the 5-minute window, and a scale-out never right after a scale-in. Hedged launches cancelled while
     # still booting are neither.
-    hedges = _hedge_cancels(decisions, "orchestrator")
+    hedges = _hedges_settled(decisions, "orchestrator")
     last_out = orch[0][0]
     for (_t0, n0), (t1, n1), (t2, n2) in zip(orch, orch[1:], orch[2:], strict=False):
         if n1 > n0:
