@@ -67,8 +67,9 @@ class ReactiveRules(_Strict):
     stabilization: Duration = Field(
         300.0, json_schema_extra=tunable(60, 900, step=30)
     )  # scale in only to the highest need over this window
-    # The window doubles each time a scale-in is undone (within twice the window the load came back past it
-    # and TTFT breached the target), up to this; it shrinks back as scale-ins hold (policies/hysteresis.py).
+    # The window doubles each time a scale-in is undone (the load came back past it and TTFT breached the
+    # target), up to this; bursts that come back after longer lulls, twice, set it to this; it shrinks back
+    # as scale-ins hold (policies/hysteresis.py).
     # Set it to `stabilization` for a fixed window.
     stabilization_max: Duration = Field(3600.0, json_schema_extra=tunable(300, 7200, step=300))
     # Scale-in counts the load this much higher (HPA's tolerance): a load hovering at a boundary between two

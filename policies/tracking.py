@@ -216,7 +216,9 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
         tail = (None, tail[1])
         need, keep = max(need, held), max(keep, held)
     breached = tail[0] is not None and tail[0] > rules.ttft_target
-    state = replace(state, learned=hysteresis.observe(rules, state.learned, now, breached))
+    # a twentieth of the tick's requests over the target: ten times a 99.5% SLO's share
+    severe = breached and (inp.signals.ttft_p95_s or 0.0) > rules.ttft_target
+    state = replace(state, learned=hysteresis.observe(rules, state.learned, now, breached, severe))
     span = hysteresis.window(rules, state.learned)
     state = _window(state, now, keep, span)
 
@@ -230,7 +232,9 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
         count, text = settled
         return Decision(count, text, state, load.in_flight)
     if need_out > current:
-        state = replace(state, learned=hysteresis.scaling_out(rules, state.learned, now, need_out, breached))
+        state = replace(
+            state, learned=hysteresis.scaling_out(rules, state.learned, now, need_out, need, breached, severe)
+        )
         if need_out > need:  # what the breach asked for is a need too: the window keeps it
             state = _window(state, now, need_out, hysteresis.window(rules, state.learned))
         text = f"{basis} → {need}" + (f"; {breach_text} → {need_out}" if breach_text else "")
@@ -528,5 +532,5 @@ def _scale_in(
     if target > highest:
         text += f"; at most {step} per {dur(rules.scale_in_period)}"
     state = _since(state, SCALED_IN, now)
-    state = replace(state, learned=hysteresis.scaled_in(state.learned, now, target))
+    state = replace(state, learned=hysteresis.scaled_in(state.learned, now, target, current))
     return Decision(target, f"{text} → {target}", state, load.in_flight)
