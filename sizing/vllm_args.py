@@ -138,7 +138,7 @@ def tune_vllm_args(
         )
     )
 
-    wanted = math.ceil(serving.target_concurrency * SEQS_PER_TARGET)
+    wanted = max_num_seqs(serving.target_concurrency)  # before the KV slots cap it: the reason names both
     seqs = max_num_seqs(serving.target_concurrency, math_.slots)
     if seqs == wanted:
         seq_reason = (
