@@ -4,14 +4,16 @@ The repository's scenarios are the days the policies were developed on. This ben
 a seed each time (the seed is printed; the same seed draws the same days), of other shapes and scales: an
 open-loop Poisson day with its own time zone, ramp, night level, dips and unannounced steps; or one of the
 Azure traces (code or conversation) replicated to a drawn scale, with its second-scale bursts. Prompt and
-output lengths, the TTFT target (300 ms – 1 s) and the fleet's size at peak (3–40 instances) are drawn too.
-Each tier gets what a new user writes: the GPU, `min` 1, a `max` above the expected peak, and the policy's
-TTFT target; every other policy setting is the default.
+output lengths, the TTFT target (300 ms – 1 s), the fleet's size at peak (3–40 instances) and what serves it
+(Llama 3.1 8B on an H100, an L40S or an A100, Llama 3.1 70B on two H100s, Qwen 2.5 32B on an H100) are drawn
+too. Each tier gets what a new user writes: the GPU and model, `min` 1, a `max` above the expected peak, and
+the policy's TTFT target; every other policy setting is the default.
 
 From the repository root (project installed, or PYTHONPATH=.):
     python bench/bench_heldout.py                    # 4 days from a fresh seed, 12 hours each
     python bench/bench_heldout.py --seed 7 --count 6 --hours 24
     python bench/bench_heldout.py --seed 7 --write /tmp/heldout   # also write each day's two YAML files
+    python bench/bench_heldout.py --seed 1 --hardware h100-8b   # seeds 1-6's days as drawn before hardware was
 
 Per day: what was drawn, then SLO attainment (share of requests with TTFT within the target) and cost for
 the controller, the oracle (sized each minute at the same SLO, no boot time), the SkyServe-style baseline,
@@ -26,6 +28,8 @@ the repository.
 from __future__ import annotations
 
 import argparse
+import csv
+import functools
 import math
 import os
 import random
@@ -35,11 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
+from policies.prior import compute_prior
 from simulator.controller_run import simulate
 from simulator.report import pct
 from simulator.workloads.spec import Workload, parse_workload
+from sizing.spec import ServingSpec
 from tiers.config import FleetConfig, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,14 +54,45 @@ TRACES = Path(os.environ.get("SCALECTL_TRACES") or ROOT.parent / "shared" / "tra
 TIMEZONES = ("America/New_York", "America/Los_Angeles", "Europe/Berlin", "Europe/London", "Asia/Tokyo",
              "Asia/Kolkata", "Australia/Sydney", "America/Sao_Paulo")  # fmt: skip
 TTFT_TARGETS_MS = (300, 400, 500, 600, 800, 1000)
-GPU = "H100-SXM5-80GB"
-# Instances a trace needs at peak per unit of `rate_scale` (its busiest minutes at 500 ms, measured with the
-# oracle on the repository's days): enough to aim a drawn day at a fleet size; the oracle reports the truth.
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What serves a drawn day: one instance is ``gpu_count`` of ``gpu`` running ``model``."""
+
+    gpu: str
+    gpu_count: int
+    model: str
+
+    @property
+    def tokens_per_instance(self) -> float:
+        """Tokens per second one instance computes (`scalectl plan`'s compute figure): aims a day at a fleet."""
+        tokens = compute_prior(ServingSpec(model=self.model), self.gpu, self.gpu_count)
+        if tokens is None:
+            raise ValueError(f"the catalogue cannot size {self.model} on {self.gpu_count}x {self.gpu}")
+        return round(tokens, -2)  # an aim, no finer (61,600 for the 8B on an H100, as days were drawn before)
+
+
+LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
+HARDWARE = {
+    "h100-8b": Hardware("H100-SXM5-80GB", 1, LLAMA_8B),
+    "l40s-8b": Hardware("L40S-48GB", 1, LLAMA_8B),
+    "a100-8b": Hardware("A100-80GB-PCIe", 1, LLAMA_8B),
+    "2xh100-70b": Hardware("H100-SXM5-80GB", 2, "meta-llama/Llama-3.1-70B-Instruct"),
+    "h100-qwen32b": Hardware("H100-SXM5-80GB", 1, "Qwen/Qwen2.5-32B-Instruct"),
+}
+# Instances a trace needs at peak per unit of `rate_scale` on an H100 with Llama 3.1 8B (its busiest minutes
+# at 500 ms, measured with the oracle on the repository's days), on other hardware in proportion to its
+# compute: enough to aim a drawn day at a fleet size; the oracle reports the truth.
 TRACE_INSTANCES_PER_SCALE = {"code": 2.6, "conv": 0.55}
-# Tokens per second one H100 computes for Llama 3.1 8B FP8 (`scalectl plan`'s compute figure), used only to
-# aim a Poisson day's peak rate at a fleet size.
-TOKENS_PER_INSTANCE = 61_600.0
-AIM_UTILISATION = 0.45  # the share of that compute a drawn peak needs per instance (TTFT binds well before)
+AIM_UTILISATION = 0.45  # the share of an instance's compute a drawn peak needs (TTFT binds well before)
+# A user sets a target their prompts can meet. On a Poisson day, a drawn mean prompt whose prefill alone, on
+# an idle instance, would take more than PREFILL_SHARE of the target is shortened to it; on a trace day, whose
+# prompts are the trace's, the target is raised (to the next of TRACE_TARGETS_MS) until the trace's 99th
+# percentile prompt prefills within TRACE_PREFILL_SHARE of it. Neither happens on an H100 with the 8B.
+PREFILL_SHARE = 1 / 3
+TRACE_PREFILL_SHARE = 1 / 2
+TRACE_TARGETS_MS = (*TTFT_TARGETS_MS, 1500, 2000, 3000)
 
 
 @dataclass(frozen=True)
@@ -63,6 +101,13 @@ class Drawn:
     summary: str
     workload: dict[str, Any]
     tiers: dict[str, Any]
+
+
+@functools.cache
+def _p99_prompt(trace: str) -> float:
+    """The 99th percentile of an Azure trace's prompt tokens (its ``ContextTokens`` column)."""
+    with (TRACES / f"azure-llm-2023-{trace}.csv").open(newline="") as f:
+        return float(np.percentile([int(row["ContextTokens"]) for row in csv.DictReader(f)], 99))
 
 
 def _log_uniform(rng: random.Random, low: float, high: float) -> float:
@@ -95,8 +140,17 @@ def _spikes(rng: random.Random, hours: float) -> list[dict[str, Any]]:
     return spikes
 
 
-def draw(seed: int, index: int, hours: float, max_rate: float = 500.0) -> Drawn:
+def draw_hardware(seed: int, index: int) -> str:
+    """The hardware of a drawn day, from a stream of its own: the day's other draws are those it had when
+    every day ran on an H100 with the 8B (``--hardware h100-8b`` draws those days again)."""
+    return random.Random(f"{seed}/{index}/hardware").choice(sorted(HARDWARE))
+
+
+def draw(seed: int, index: int, hours: float, max_rate: float = 500.0, hardware: str | None = None) -> Drawn:
     rng = random.Random(f"{seed}/{index}")
+    label = hardware if hardware is not None else draw_hardware(seed, index)
+    hw = HARDWARE[label]
+    tokens_per_instance = hw.tokens_per_instance
     tz = rng.choice(TIMEZONES)
     target_ms = rng.choice(TTFT_TARGETS_MS)
     peak = round(_log_uniform(rng, 3, 40))
@@ -106,11 +160,12 @@ def draw(seed: int, index: int, hours: float, max_rate: float = 500.0) -> Drawn:
     load: dict[str, Any] = {"ttft_target": f"{target_ms}ms"}
     if rng.random() < 0.6:
         mean_in = round(_log_uniform(rng, 200, 4000))
+        mean_in = min(mean_in, round(PREFILL_SHARE * target_ms / 1000 * tokens_per_instance))
         mean_out = round(_log_uniform(rng, 50, 600))
-        rate = round(peak * TOKENS_PER_INSTANCE * AIM_UTILISATION / (mean_in + mean_out), 1)
+        rate = round(peak * tokens_per_instance * AIM_UTILISATION / (mean_in + mean_out), 1)
         if rate > max_rate:  # short requests at a large fleet's rate: tens of millions a day, slow to simulate
             peak = max(1, round(peak * max_rate / rate))
-            rate = round(peak * TOKENS_PER_INSTANCE * AIM_UTILISATION / (mean_in + mean_out), 1)
+            rate = round(peak * tokens_per_instance * AIM_UTILISATION / (mean_in + mean_out), 1)
         load |= {
             "kind": "poisson",
             "rate": rate,
@@ -121,7 +176,13 @@ def draw(seed: int, index: int, hours: float, max_rate: float = 500.0) -> Drawn:
         summary = f"Poisson {rate:g} req/s at peak, prompts {mean_in}/outputs {mean_out} tokens"
     else:
         trace = rng.choice(("code", "conv"))
-        scale = round(max(1.0, peak / TRACE_INSTANCES_PER_SCALE[trace]), 1)
+        prefill_ms = 1000 * _p99_prompt(trace) / tokens_per_instance
+        target_ms = next((t for t in TRACE_TARGETS_MS if t >= target_ms and prefill_ms <= TRACE_PREFILL_SHARE * t),
+                         TRACE_TARGETS_MS[-1])  # fmt: skip
+        load["ttft_target"] = f"{target_ms}ms"
+        per_scale = TRACE_INSTANCES_PER_SCALE[trace] * HARDWARE["h100-8b"].tokens_per_instance / tokens_per_instance
+        scale = round(max(1.0, peak / per_scale), 1)
+        peak = max(peak, round(scale * per_scale))  # the trace at ×1 needs more than the drawn peak on slow hardware
         peak_h = rng.randint(7, 10)
         load |= {
             "kind": "trace",
@@ -137,13 +198,17 @@ def draw(seed: int, index: int, hours: float, max_rate: float = 500.0) -> Drawn:
         }  # fmt: skip
         summary = f"Azure {trace} ×{scale:g}"
     spikes = [s for s in load["shape"] if s["kind"] == "spike"]
-    summary += f", {tz}, TTFT {target_ms} ms, aimed at {peak} at peak"
+    summary += f", {label}, {tz}, TTFT {target_ms} ms, aimed at {peak} at peak"
     summary += "".join(f", ×{s['factor']:g} for {s['duration']} at +{s['at']}" for s in spikes)
     workload = {"seed": seed * 100 + index, "start": start, "duration": f"{hours:g}h", "tiers": {"api": load}}
-    tiers = {"tiers": {"api": {
-        "capacity": "on-demand", "gpu": GPU, "providers": ["simulated"], "min": 1,
-        "max": max(8, 2 * peak), "policy": {"kind": "min-floor", "ttft_p95_max": f"{target_ms}ms"},
-    }}}  # fmt: skip
+    tier: dict[str, Any] = {"capacity": "on-demand", "gpu": hw.gpu}
+    if hw.gpu_count > 1:
+        tier["gpu_count"] = hw.gpu_count
+    tier |= {"providers": ["simulated"], "min": 1, "max": max(8, 2 * peak),
+             "policy": {"kind": "min-floor", "ttft_p95_max": f"{target_ms}ms"}}  # fmt: skip
+    if hw.model != LLAMA_8B:
+        tier["serving"] = {"model": hw.model}
+    tiers = {"tiers": {"api": tier}}
     # The start is local midnight + start_hour in the drawn zone: an offset-free time read in that zone.
     workload["start"] = _local(start, tz)
     return Drawn(name, summary, workload, tiers)
@@ -223,6 +288,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the highest Poisson peak drawn, in requests per second (default 500: a day of"
                         " short requests at 40 instances' rate takes the simulator ten minutes)")  # fmt: skip
     parser.add_argument("--write", type=Path, default=None, help="write each day's workload and tiers YAML here")
+    parser.add_argument("--hardware", choices=sorted(HARDWARE), default=None,
+                        help="serve every day on this (default: drawn per day; h100-8b draws the days seeds"
+                        " 1-6 drew before the hardware was drawn)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.count < 1 or args.hours <= 0 or args.max_rate <= 0:
         parser.error("--count must be at least 1, --hours and --max-rate above 0")
@@ -230,7 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"seed {seed} (rerun with --seed {seed})", file=sys.stderr)
     rows: list[tuple[Drawn, Outcome]] = []
     for index in range(args.count):
-        drawn = draw(seed, index, args.hours, args.max_rate)
+        drawn = draw(seed, index, args.hours, args.max_rate, args.hardware)
         print(f"{drawn.name}: {drawn.summary}", file=sys.stderr, flush=True)
         if args.write is not None:
             args.write.mkdir(parents=True, exist_ok=True)
