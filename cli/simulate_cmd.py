@@ -63,6 +63,7 @@ def simulate_command(
                 options=RunOptions(baselines=baselines),
                 progress=lambda done, _total: bar.update(task, completed=done),
                 workload_source=str(workload),
+                waiting=lambda left: bar.update(task, description=_waiting_text(workload.name, left)),
             )
         except (SimulationInputError, TraceError) as exc:
             fail(str(exc), EXIT_USAGE)
@@ -92,6 +93,13 @@ def simulate_command(
         )
     else:
         emit(data, output)
+
+
+def _waiting_text(name: str, left: list[str]) -> str:
+    """The progress line once the controller's run is done and baselines are still running."""
+    if not left:
+        return name
+    return f"{name}: the controller is done; waiting for the baselines: {', '.join(left)}"
 
 
 def result_dict(result: SimulationResult) -> dict[str, Any]:

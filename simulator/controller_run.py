@@ -42,6 +42,7 @@ from simulator.baselines import (
     BaselineSettings,
     baseline_parts,
     merge_parts,
+    part_label,
     run_baselines,
 )
 from simulator.cloud_events import CloudEvents
@@ -55,6 +56,9 @@ from simulator.workloads.spec import Workload
 from tiers.config import FleetConfig
 
 Progress = Callable[[float, float], None]  # (virtual seconds done, total)
+# Once the controller's run is done: the baselines still running in their processes, each time one finishes
+# (an empty list at the end). A baseline that falls behind its traffic can take far longer than the run.
+BaselineWait = Callable[[list[str]], None]
 
 
 class SimulationInputError(ValueError):
@@ -142,6 +146,7 @@ def simulate(
     options: RunOptions | None = None,
     progress: Progress | None = None,
     workload_source: str = "workload",
+    waiting: BaselineWait | None = None,
 ) -> SimulationResult:
     """Run the workload through the controller (and the baselines), return the report."""
     opts = options or RunOptions()
@@ -156,6 +161,7 @@ def simulate(
         drain_timeout_s={name: config.tiers[name].drain_timeout for name in workload.tiers},
     )
     pending: list[concurrent.futures.Future[Baselines]] | None = None
+    labels: dict[concurrent.futures.Future[Baselines], str] = {}
     pool: concurrent.futures.ProcessPoolExecutor | None = None
     if opts.baselines and opts.parallel_baselines:
         parts = baseline_parts(workload, models, settings)
@@ -166,6 +172,7 @@ def simulate(
                 initargs=(os.getpid(),),
             )  # fmt: skip
             pending = [pool.submit(job, *args) for job, args in parts]  # the longest first: oracle, KEDA/HPA
+            labels = {future: part_label(part) for future, part in zip(pending, parts, strict=True)}
         except (OSError, ValueError):
             pool, pending = None, None
     try:
@@ -173,11 +180,17 @@ def simulate(
         baselines: Baselines = {}
         if pending is not None:
             try:
+                if waiting is not None:
+                    _tell_waiting(waiting, pending, labels)
                 baselines = merge_parts(models, [future.result() for future in pending])
             except concurrent.futures.process.BrokenProcessPool:
                 pending = None
         if opts.baselines and pending is None:
+            if waiting is not None:  # one after another, in this process
+                waiting([part_label(part) for part in baseline_parts(workload, models, settings)])
             baselines = run_baselines(workload, models, settings)
+            if waiting is not None:
+                waiting([])
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
@@ -185,6 +198,19 @@ def simulate(
     result.report.warnings = result.report.bound_warnings({name: config.tiers[name].max for name in workload.tiers})
     result.report.warnings += result.report.reach_warnings(opts.slo_goal)
     return result
+
+
+def _tell_waiting(
+    waiting: BaselineWait,
+    pending: list[concurrent.futures.Future[Baselines]],
+    labels: Mapping[concurrent.futures.Future[Baselines], str],
+) -> None:
+    """Say which baselines are still running, again each time one finishes, until none is."""
+    left = [future for future in pending if not future.done()]
+    waiting([labels[future] for future in left])
+    for finished in concurrent.futures.as_completed(left):
+        left.remove(finished)
+        waiting([labels[future] for future in left])
 
 
 INSTANCES_TABLE = "instances"

@@ -11,6 +11,7 @@ case) everything is vectorised; an instance at its limit is stepped request by r
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -314,16 +315,7 @@ def _step_limited(
     c_p = profile.prefill_s_per_token
     cap_seqs, cap_tokens = profile.max_num_seqs, float(profile.kv_capacity_tokens)
     free_at = float(rel_free[slot])
-    rows = zip(
-        queue.tolist(),
-        np.maximum(d[queue, COL_T] - t0, 0.0).tolist(),
-        d[queue, U].tolist(),
-        prompt[queue].tolist(),
-        np.minimum(reserve[queue], cap_tokens).tolist(),
-        d[queue, REMAINING].tolist(),
-        strict=True,
-    )
-    for i, arrive, u, p, need, left in rows:
+    for i, arrive, u, p, need, left in _queued_rows(queue, d, t0, prompt, reserve, cap_tokens):
         at = arrive
         while heap and (used_seqs >= cap_seqs or used_tokens + need > cap_tokens):
             finish, tokens = heapq.heappop(heap)
@@ -346,3 +338,26 @@ def _step_limited(
         used_seqs += 1
         used_tokens += need
     rel_free[slot] = free_at
+
+
+QUEUE_CHUNK = 512  # rows of a queue turned into Python numbers at a time
+
+
+def _queued_rows(
+    queue: IntArray, d: FloatArray, t0: float, prompt: FloatArray, reserve: FloatArray, cap_tokens: float
+) -> Iterator[tuple[int, float, float, float, float, float]]:
+    """(row, arrival since t0, step phase, prompt tokens, KV tokens reserved (at most the cache), tokens left)
+    of ``queue``'s rows in order, a chunk at a time: a backlog behind a full instance can be hundreds of
+    thousands of requests, of which a tick admits a few dozen, and turning all of them into Python numbers
+    every tick cost more than stepping the admitted ones."""
+    for start in range(0, queue.shape[0], QUEUE_CHUNK):
+        part = queue[start : start + QUEUE_CHUNK]
+        yield from zip(
+            part.tolist(),
+            np.maximum(d[part, COL_T] - t0, 0.0).tolist(),
+            d[part, U].tolist(),
+            prompt[part].tolist(),
+            np.minimum(reserve[part], cap_tokens).tolist(),
+            d[part, REMAINING].tolist(),
+            strict=True,
+        )

@@ -138,9 +138,16 @@ def test_same_seed_same_report_and_another_seed_differs() -> None:
 
 def test_baselines_run_on_the_same_workload_in_the_same_run() -> None:
     short = WORKLOAD.replace("duration: 80m", "duration: 30m")
-    parallel = run(workload=short, options=RunOptions(parallel_baselines=True)).report
-    serial = run(workload=short, options=RunOptions(parallel_baselines=False)).report
+    told: dict[bool, list[list[str]]] = {True: [], False: []}
+    parallel = run(workload=short, options=RunOptions(parallel_baselines=True), waiting=told[True].append).report
+    serial = run(workload=short, options=RunOptions(parallel_baselines=False), waiting=told[False].append).report
     assert parallel.to_dict() == serial.to_dict()
+    # Once the controller is done, the run says which baselines it still waits for, until none is left.
+    labels = ["oracle and static", "reactive (KEDA/HPA)", "SkyServe-style"]
+    assert told[False] == [labels, []]
+    assert told[True][-1] == []
+    for before, after in zip(told[True], told[True][1:], strict=False):
+        assert set(after) < set(before) <= set(labels)
     assert set(parallel.baselines["web"]) == {"static", "reactive", "skyserve", "oracle"}
     assert set(parallel.baselines["jobs"]) == {"static", "reactive", "oracle"}  # SkyServe serves HTTP only
     for name in ("web", "jobs"):
