@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Iterator
 
@@ -39,11 +38,11 @@ def queues(rabbit_url: str, rabbit_management: str, unique: str) -> Iterator[tup
 
 
 def _app(broker: str, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("SIGTEST_BROKER", broker)  # read when the module loads; restored after the test
+    monkeypatch.setenv("SIGTEST_BROKER", broker)  # for the worker, which loads celery_app from its environment
     monkeypatch.setenv("SIGTEST_PREFIX", "")
-    import tests.integration.signals.celery_app as module
+    from tests.integration.signals.celery_app import make_app
 
-    return importlib.reload(module).app
+    return make_app(broker, "")
 
 
 async def test_ready_and_unacked_with_a_worker(

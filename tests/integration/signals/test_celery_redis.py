@@ -38,14 +38,11 @@ def isolated(redis_url: str, unique: str) -> Iterator[tuple[str, str]]:
 
 
 def _app(broker: str, prefix: str, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv("SIGTEST_BROKER", broker)  # read when the module loads; restored after the test
+    monkeypatch.setenv("SIGTEST_BROKER", broker)  # for the worker, which loads celery_app from its environment
     monkeypatch.setenv("SIGTEST_PREFIX", prefix)
-    import importlib
+    from tests.integration.signals.celery_app import make_app
 
-    import tests.integration.signals.celery_app as module
-
-    module = importlib.reload(module)
-    return module.app
+    return make_app(broker, prefix)
 
 
 async def test_depth_and_in_flight_with_priorities_and_a_worker(
