@@ -314,13 +314,13 @@ def baseline_parts(
 BASELINE_ORDER = ("static", "reactive", "skyserve", "oracle")
 
 
+PART_LABELS = {"reactive": "reactive (KEDA/HPA)", "skyserve": "SkyServe-style"}
+
+
 def part_label(part: BaselinePart) -> str:
     """What a part of ``baseline_parts`` runs, in the report's words (for a wait to say what it waits for)."""
     job, args = part
     return "oracle and static" if job is _oracle_and_static else PART_LABELS.get(str(args[0]), str(args[0]))
-
-
-PART_LABELS = {"reactive": "reactive (KEDA/HPA)", "skyserve": "SkyServe-style"}
 
 
 def merge_parts(models: Mapping[str, TierModel], parts: list[Baselines]) -> Baselines:
