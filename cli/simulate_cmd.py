@@ -63,7 +63,7 @@ def simulate_command(
                 options=RunOptions(baselines=baselines),
                 progress=lambda done, _total: bar.update(task, completed=done),
                 workload_source=str(workload),
-                waiting=lambda left: bar.update(task, description=_waiting_text(workload.name, left)),
+                waiting=lambda left: _say_waiting(stderr, left),
             )
         except (SimulationInputError, TraceError) as exc:
             fail(str(exc), EXIT_USAGE)
@@ -95,11 +95,11 @@ def simulate_command(
         emit(data, output)
 
 
-def _waiting_text(name: str, left: list[str]) -> str:
-    """The progress line once the controller's run is done and baselines are still running."""
-    if not left:
-        return name
-    return f"{name}: the controller is done; waiting for the baselines: {', '.join(left)}"
+def _say_waiting(stderr: Console, left: list[str]) -> None:
+    """On a terminal, a line above the progress bar each time the baselines still running change (the bar
+    itself is full by then, and too narrow for their names)."""
+    if stderr.is_terminal and left:
+        stderr.print(f"the controller is done; waiting for the baselines: {', '.join(left)}", highlight=False)
 
 
 def result_dict(result: SimulationResult) -> dict[str, Any]:
