@@ -161,10 +161,10 @@ def simulate(
         drain_timeout_s={name: config.tiers[name].drain_timeout for name in workload.tiers},
     )
     pending: list[concurrent.futures.Future[Baselines]] | None = None
-    labels: dict[concurrent.futures.Future[Baselines], str] = {}
     pool: concurrent.futures.ProcessPoolExecutor | None = None
-    if opts.baselines and opts.parallel_baselines:
-        parts = baseline_parts(workload, models, settings)
+    parts = baseline_parts(workload, models, settings) if opts.baselines else []
+    labels = [part_label(part) for part in parts]
+    if parts and opts.parallel_baselines:
         workers = max(1, min(len(parts), os.cpu_count() or 1))
         try:  # fork before any thread or event loop exists in this process
             pool = concurrent.futures.ProcessPoolExecutor(
@@ -172,7 +172,6 @@ def simulate(
                 initargs=(os.getpid(),),
             )  # fmt: skip
             pending = [pool.submit(job, *args) for job, args in parts]  # the longest first: oracle, KEDA/HPA
-            labels = {future: part_label(part) for future, part in zip(pending, parts, strict=True)}
         except (OSError, ValueError):
             pool, pending = None, None
     try:
@@ -181,13 +180,13 @@ def simulate(
         if pending is not None:
             try:
                 if waiting is not None:
-                    _tell_waiting(waiting, pending, labels)
+                    _tell_waiting(waiting, dict(zip(pending, labels, strict=True)))
                 baselines = merge_parts(models, [future.result() for future in pending])
             except concurrent.futures.process.BrokenProcessPool:
                 pending = None
-        if opts.baselines and pending is None:
+        if parts and pending is None:
             if waiting is not None:  # one after another, in this process
-                waiting([part_label(part) for part in baseline_parts(workload, models, settings)])
+                waiting(labels)
             baselines = run_baselines(workload, models, settings)
             if waiting is not None:
                 waiting([])
@@ -200,13 +199,10 @@ def simulate(
     return result
 
 
-def _tell_waiting(
-    waiting: BaselineWait,
-    pending: list[concurrent.futures.Future[Baselines]],
-    labels: Mapping[concurrent.futures.Future[Baselines], str],
-) -> None:
-    """Say which baselines are still running, again each time one finishes, until none is."""
-    left = [future for future in pending if not future.done()]
+def _tell_waiting(waiting: BaselineWait, labels: Mapping[concurrent.futures.Future[Baselines], str]) -> None:
+    """Say which baselines are still running (``labels``: each one's future), again each time one finishes,
+    until none is."""
+    left = [future for future in labels if not future.done()]
     waiting([labels[future] for future in left])
     for finished in concurrent.futures.as_completed(left):
         left.remove(finished)
