@@ -12,7 +12,7 @@ from sizing.spec import ServingSpec
 TRACES = Path(os.environ.get("SCALECTL_TRACES") or Path(__file__).resolve().parents[3].parent / "shared" / "traces")
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def traces_dir() -> Path:
     if not TRACES.is_dir():
         pytest.fail(f"the shared traces folder {TRACES} is missing; these tests read the real traces in place")

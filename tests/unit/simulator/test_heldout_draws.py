@@ -24,15 +24,6 @@ def heldout(traces_dir: Path) -> ModuleType:
     return module
 
 
-@pytest.fixture(scope="module")
-def traces_dir() -> Path:  # module-scoped here: the draws read the traces once
-    from tests.unit.simulator.conftest import TRACES
-
-    if not TRACES.is_dir():
-        pytest.fail(f"the shared traces folder {TRACES} is missing; these tests read the real traces in place")
-    return TRACES
-
-
 # (seed, day, hardware) -> the summary docs/simulator.md's tables were measured on
 DOCUMENTED = {
     (1, 0, "h100-8b"): "Poisson 160.5 req/s at peak, prompts 511/outputs 180 tokens, h100-8b, Australia/Sydney, "
