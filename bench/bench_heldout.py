@@ -28,8 +28,6 @@ the repository.
 from __future__ import annotations
 
 import argparse
-import csv
-import functools
 import math
 import os
 import random
@@ -46,6 +44,7 @@ from policies.prior import compute_prior
 from simulator.controller_run import simulate
 from simulator.report import pct
 from simulator.workloads.spec import Workload, parse_workload
+from simulator.workloads.traces import read_trace
 from sizing.spec import ServingSpec
 from tiers.config import FleetConfig, parse_config
 
@@ -103,11 +102,9 @@ class Drawn:
     tiers: dict[str, Any]
 
 
-@functools.cache
 def _p99_prompt(trace: str) -> float:
-    """The 99th percentile of an Azure trace's prompt tokens (its ``ContextTokens`` column)."""
-    with (TRACES / f"azure-llm-2023-{trace}.csv").open(newline="") as f:
-        return float(np.percentile([int(row["ContextTokens"]) for row in csv.DictReader(f)], 99))
+    """The 99th percentile of an Azure trace's prompt tokens (``read_trace`` caches the parsed trace)."""
+    return float(np.percentile(read_trace(TRACES / f"azure-llm-2023-{trace}.csv").n_in, 99))
 
 
 def _log_uniform(rng: random.Random, low: float, high: float) -> float:
