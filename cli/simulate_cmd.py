@@ -79,7 +79,7 @@ def simulate_command(
                 console.print(table)
         else:  # empty tables of dashes would read as baselines that ran and found nothing
             console.print("baselines: not run (--no-baselines)", highlight=False)
-        for line in result.report.rollout_lines():
+        for line in result.report.timeout_lines() + result.report.rollout_lines():
             console.print(line, highlight=False)
         for line in result.report.warnings:
             console.print(f"[yellow]warning:[/] {line}", highlight=False)

@@ -109,7 +109,8 @@ class Fleet:
                 self._tasks[name] = BatchTasks(name, load, workload)
                 continue
             assert model.profile is not None
-            self.serving[name] = ServingPool(model.profile, model.window_s)
+            timeout = load.client_timeout if isinstance(load, PoissonLoad | TraceLoad) else None
+            self.serving[name] = ServingPool(model.profile, model.window_s, timeout)
             if isinstance(load, SessionsLoad):
                 self._sources[name] = sessions_source(name, load, workload, model.profile)
             elif isinstance(load, PoissonLoad):

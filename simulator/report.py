@@ -43,6 +43,7 @@ class TierOutcome:
     interruptions: int
     retries: int
     lost_tasks: int
+    timed_out: int = 0  # serving: requests whose clients gave up before a first token (counted as misses)
 
     @property
     def slo_attainment(self) -> float | None:
@@ -96,7 +97,7 @@ def outcomes(fleet: Fleet, duration_s: float) -> dict[str, TierOutcome]:
         out[name] = TierOutcome(
             name, "serving", srec.arrivals, target, met, ttft.shape[0] + overdue,
             ttft_p50, ttft_p95, ttft_p99, e2e_p50, e2e_p95, None, None,
-            cost, gpu_hours, meter.peak_ready, meter.interruptions, srec.retries, 0,
+            cost, gpu_hours, meter.peak_ready, meter.interruptions, srec.retries, 0, srec.abandoned,
         )  # fmt: skip
     return out
 
@@ -173,6 +174,7 @@ class Report:
             "interruptions": sum(t.interruptions for t in tiers),
             "retries": sum(t.retries for t in tiers),
             "lost_tasks": sum(t.lost_tasks for t in tiers),
+            "timed_out": sum(t.timed_out for t in tiers),
         }
         for name in BASELINES:
             costs = [b[name].cost for b in self.baselines.values() if name in b]
@@ -231,6 +233,15 @@ class Report:
                 f"removes; raise the TTFT target, or read the SLO against {pct(static.slo_attainment)}"
             )
         return lines
+
+    def timeout_lines(self) -> list[str]:
+        """One line per serving tier whose clients gave up on requests (the workload's ``client_timeout``)."""
+        return [
+            f"tier {t.tier}: {t.timed_out:,} requests ({pct(t.timed_out / t.requests if t.requests else None)}) "
+            "waited past the clients' timeout without a first token and were cut (counted as misses)"
+            for t in self.tiers.values()
+            if t.timed_out
+        ]
 
     def rollout_lines(self) -> list[str]:
         """One line per rolling replacement of the run, for the console."""

@@ -119,6 +119,7 @@ class PoolRecord:
     timeline: list[tuple[float, int, int, int, int]] = field(default_factory=list)  # t1, arrivals, ready, run, wait
     arrivals: int = 0
     retries: int = 0
+    abandoned: int = 0  # requests whose client gave up before the first token (recorded as misses)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,15 +141,17 @@ class PoolCheckpoint:
     window_arrivals: int
     window_done: int
     last_arrivals: int
-    recorded: tuple[int, int, int, int, int, int, int]  # lengths of the record's lists, arrivals, retries
+    recorded: tuple[int, int, int, int, int, int, int, int]  # lengths of the record's lists, arrivals, retries,
+    # abandoned
 
 
 class ServingPool:
     """Instances of one serving tier, all with the same engine profile."""
 
-    def __init__(self, profile: EngineProfile, window_s: float = 60.0) -> None:
+    def __init__(self, profile: EngineProfile, window_s: float = 60.0, client_timeout: float | None = None) -> None:
         self.profile = profile
         self.window_s = window_s
+        self.client_timeout = client_timeout  # None: clients wait for their first token for ever
         self._ids: list[str] = []
         self._slot_of: dict[str, int] = {}
         self._routable = np.zeros(0, dtype=np.bool_)
@@ -231,7 +234,7 @@ class ServingPool:
             self._prefill_free, self._inflight, self._unrouted, tuple(self._window), self._window_tokens.copy(),
             self._hist.copy(), self._window_arrivals, self._window_done, self._last_arrivals,
             (len(rec.ttft_at), len(rec.ttft), len(rec.ttft_origin), len(rec.e2e), len(rec.timeline), rec.arrivals,
-             rec.retries),
+             rec.retries, rec.abandoned),
         )  # fmt: skip
 
     def restore(self, cp: PoolCheckpoint) -> None:
@@ -244,7 +247,7 @@ class ServingPool:
         self._last_arrivals = cp.last_arrivals
         self._lane_cache = None
         rec = self.record
-        n_at, n_ttft, n_origin, n_e2e, n_timeline, rec.arrivals, rec.retries = cp.recorded
+        n_at, n_ttft, n_origin, n_e2e, n_timeline, rec.arrivals, rec.retries, rec.abandoned = cp.recorded
         del rec.ttft_at[n_at:], rec.ttft[n_ttft:], rec.ttft_origin[n_origin:], rec.e2e[n_e2e:]
         del rec.timeline[n_timeline:]
 
@@ -257,11 +260,40 @@ class ServingPool:
         if source is not None and getattr(source, "closed_loop", False):
             result, sent = self._advance_closed(t0, t1, source)  # type: ignore[arg-type]
         else:
+            self._abandon(t0)
             sent = source.arrivals(t0, t1) if source is not None else empty()  # type: ignore[union-attr]
             result = self._run(t0, t1, sent, self._est)
             if self._estimate_was_off(result.during):
                 result = self._run(t0, t1, sent, result.during)
         self._commit(t1, result, sent)
+
+    def _abandon(self, now: float) -> None:
+        """Requests still waiting for an engine slot (or, at zero, at the balancer) ``client_timeout`` after
+        their clients sent them are gone: nginx cut the connection and vLLM aborted them. Each is recorded
+        as a miss whose first token would have come no sooner than now; vLLM's TTFT histogram (the
+        signals) never sees them."""
+        timeout = self.client_timeout
+        if timeout is None:
+            return
+        cutoff = now - timeout
+        parts = []
+        for attr in ("_inflight", "_unrouted"):
+            d = getattr(self, attr).data
+            if not d.shape[0]:
+                continue
+            # An admitted request's prefill is under way; a retry that had its first token is streaming.
+            gone = (d[:, ORIGIN] <= cutoff) & (d[:, ADMITTED] == 0) & (d[:, TTFT_DONE] == 0)
+            if gone.any():
+                parts.append(d[gone, ORIGIN])
+                setattr(self, attr, Requests(d[~gone]))
+        if not parts:
+            return
+        origin = np.concatenate(parts)
+        rec = self.record
+        rec.ttft_at.append(np.full(origin.shape[0], now, dtype=np.float32))
+        rec.ttft.append((now - origin).astype(np.float32))
+        rec.ttft_origin.append(origin.astype(np.float32))
+        rec.abandoned += int(origin.shape[0])
 
     def _advance_closed(self, t0: float, t1: float, source: ClosedSource) -> tuple[TickResult, Requests]:
         """Sessions answer within the tick and send again: find the tick's requests, then simulate them.

@@ -72,6 +72,13 @@ class _Serving(_Strict):
     shape: list[Shape] = Field(default_factory=list)
 
 
+class _OpenLoop(_Serving):
+    # A client with no first token this long after sending gives up: scalectl's nginx route cuts the
+    # connection at its read timeout (600 s), and vLLM aborts a waiting request whose client is gone. The
+    # request is a miss and leaves the queue. null: clients wait for ever (a backlog is never shed).
+    client_timeout: Duration | None = Field(600.0, gt=0)
+
+
 class SessionsLoad(_Serving):
     """Closed loop: ``sessions`` users (× the shape), each sending the next request a think time after the
     previous answer."""
@@ -91,7 +98,7 @@ class SessionsLoad(_Serving):
         return value
 
 
-class PoissonLoad(_Serving):
+class PoissonLoad(_OpenLoop):
     """Open loop: requests arrive at ``rate`` per second (× the shape), independently of answers."""
 
     kind: Literal["poisson"]
@@ -101,7 +108,7 @@ class PoissonLoad(_Serving):
     prefix_cache_hit: float = Field(0.0, ge=0, lt=1)
 
 
-class TraceLoad(_Serving):
+class TraceLoad(_OpenLoop):
     """Open loop: replay a recorded trace (Azure CSV or Mooncake JSONL), read where it lies."""
 
     kind: Literal["trace"]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -97,3 +98,14 @@ def test_tables_fit_100_columns_and_the_plot_is_a_png(tmp_path: Path) -> None:
     frame = PlotFrame(scenario="day", start_epoch=1_773_633_600.0, policy_ttft_targets={"support-daytime": 0.4})
     out = report.plot(tmp_path / "day.png", frame=frame)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_requests_cut_by_the_clients_timeout_are_counted_and_said() -> None:
+    report = _report()
+    assert report.timeout_lines() == []
+    chat = report.tiers["chat"]
+    report.tiers["chat"] = replace(chat, timed_out=7)
+    assert report.total()["timed_out"] == 7
+    assert report.to_dict()["tiers"]["chat"]["timed_out"] == 7
+    (line,) = report.timeout_lines()
+    assert line.startswith("tier chat: 7 requests (0.70%)") and "counted as misses" in line
