@@ -15,7 +15,7 @@ import numpy as np
 
 from policies.types import Signals
 from simulator.batch_pool import BatchPool
-from simulator.serving_pool import ServingPool
+from simulator.serving_pool import HoldBounds, ServingPool
 from simulator.workloads.sources import BatchTasks, PoissonSource, TraceSource, sessions_source
 from simulator.workloads.spec import BatchLoad, PoissonLoad, SessionsLoad, TierLoad, TraceLoad, Workload
 from sizing.engine import EngineProfile, launched_engine
@@ -47,6 +47,7 @@ class TierModel:
     price_per_hour: float
     profile: EngineProfile | None  # None for batch tiers (tasks have their own run time)
     window_s: float = 60.0
+    hold: HoldBounds | None = None  # the activator's bounds at zero (None: off, or not a configured tier)
 
     @property
     def kind(self) -> Literal["serving", "batch"]:
@@ -75,7 +76,11 @@ def tier_models(workload: Workload, tiers: Mapping[str, TierLike]) -> dict[str, 
         profile = None
         if not isinstance(load, BatchLoad):
             profile = engine_for(tier)
-        models[name] = TierModel(name, load, info.name, tier.gpu_count, price, profile)
+        activator = getattr(tier, "activator", None)  # TierSpec has one; other TierLikes may not
+        hold = None
+        if activator is not None and activator.enabled:
+            hold = HoldBounds(activator.max_held, activator.max_wait)
+        models[name] = TierModel(name, load, info.name, tier.gpu_count, price, profile, hold=hold)
     return models
 
 
@@ -109,8 +114,11 @@ class Fleet:
                 self._tasks[name] = BatchTasks(name, load, workload)
                 continue
             assert model.profile is not None
+            # Open loop only: a closed-loop session whose request was cut would never send again.
+            open_loop = isinstance(load, PoissonLoad | TraceLoad)
             timeout = load.client_timeout if isinstance(load, PoissonLoad | TraceLoad) else None
-            self.serving[name] = ServingPool(model.profile, model.window_s, timeout)
+            hold = model.hold if open_loop else None
+            self.serving[name] = ServingPool(model.profile, model.window_s, timeout, hold)
             if isinstance(load, SessionsLoad):
                 self._sources[name] = sessions_source(name, load, workload, model.profile)
             elif isinstance(load, PoissonLoad):

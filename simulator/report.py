@@ -44,6 +44,7 @@ class TierOutcome:
     retries: int
     lost_tasks: int
     timed_out: int = 0  # serving: requests whose clients gave up before a first token (counted as misses)
+    refused: int = 0  # serving: requests the activator refused at zero, holding its most (counted as misses)
 
     @property
     def slo_attainment(self) -> float | None:
@@ -92,12 +93,13 @@ def outcomes(fleet: Fleet, duration_s: float) -> dict[str, TierOutcome]:
         met = int((ttft <= target).sum())
         # Requests still without a first token at the end count as misses once past the target.
         overdue = int((duration_s - serving.awaiting_first_token() > target).sum())
-        ttft_p50, ttft_p95, ttft_p99 = _qs(ttft, 0.5, 0.95, 0.99)
+        # A refused request never had a first token (recorded as inf): a miss, but no TTFT to take quantiles of.
+        ttft_p50, ttft_p95, ttft_p99 = _qs(ttft[np.isfinite(ttft)] if srec.refused else ttft, 0.5, 0.95, 0.99)
         e2e_p50, e2e_p95 = _qs(e2e, 0.5, 0.95)
         out[name] = TierOutcome(
             name, "serving", srec.arrivals, target, met, ttft.shape[0] + overdue,
             ttft_p50, ttft_p95, ttft_p99, e2e_p50, e2e_p95, None, None,
-            cost, gpu_hours, meter.peak_ready, meter.interruptions, srec.retries, 0, srec.abandoned,
+            cost, gpu_hours, meter.peak_ready, meter.interruptions, srec.retries, 0, srec.abandoned, srec.refused,
         )  # fmt: skip
     return out
 
@@ -175,6 +177,7 @@ class Report:
             "retries": sum(t.retries for t in tiers),
             "lost_tasks": sum(t.lost_tasks for t in tiers),
             "timed_out": sum(t.timed_out for t in tiers),
+            "refused": sum(t.refused for t in tiers),
         }
         for name in BASELINES:
             costs = [b[name].cost for b in self.baselines.values() if name in b]
@@ -235,13 +238,27 @@ class Report:
         return lines
 
     def timeout_lines(self) -> list[str]:
-        """One line per serving tier whose clients gave up on requests (the workload's ``client_timeout``)."""
-        return [
-            f"tier {t.tier}: {t.timed_out:,} requests ({pct(t.timed_out / t.requests if t.requests else None)}) "
-            "waited past the clients' timeout without a first token and were cut (counted as misses)"
-            for t in self.tiers.values()
-            if t.timed_out
-        ]
+        """One line per serving tier whose clients gave up on requests (the workload's ``client_timeout``, or
+        the activator's ``max_wait`` at zero), and one per tier whose activator refused requests at zero."""
+        lines = []
+        for t in self.tiers.values():
+
+            def share(n: int, t: TierOutcome = t) -> str:
+                return pct(n / t.requests if t.requests else None)
+
+            if t.timed_out:
+                lines.append(
+                    f"tier {t.tier}: {t.timed_out:,} requests ({share(t.timed_out)}) waited past the clients' "
+                    "timeout (or the activator's max_wait, at zero) without a first token and were cut (counted "
+                    "as misses)"
+                )
+            if t.refused:
+                lines.append(
+                    f"tier {t.tier}: {t.refused:,} requests ({share(t.refused)}) were refused by the activator at "
+                    "zero, which already held its activator.max_held (503; counted as misses): raise max_held, "
+                    "or keep a floor of one"
+                )
+        return lines
 
     def rollout_lines(self) -> list[str]:
         """One line per rolling replacement of the run, for the console."""

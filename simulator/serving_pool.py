@@ -108,6 +108,15 @@ def _levelled(base: IntArray, n: int) -> IntArray:
     return take
 
 
+@dataclass(frozen=True, slots=True)
+class HoldBounds:
+    """The daemon's activator at zero (``activator.max_held``, ``activator.max_wait``): requests beyond the
+    first ``max_held`` are refused (503), and a held request not handed on within ``max_wait`` gets 503."""
+
+    max_held: int
+    max_wait: float
+
+
 @dataclass(slots=True)
 class PoolRecord:
     """What a pool saw, for the report: per-request samples and a per-tick timeline."""
@@ -120,6 +129,7 @@ class PoolRecord:
     arrivals: int = 0
     retries: int = 0
     abandoned: int = 0  # requests whose client gave up before the first token (recorded as misses)
+    refused: int = 0  # requests the activator refused at zero, already holding its most (TTFT recorded as inf)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,17 +151,24 @@ class PoolCheckpoint:
     window_arrivals: int
     window_done: int
     last_arrivals: int
-    recorded: tuple[int, int, int, int, int, int, int, int]  # lengths of the record's lists, arrivals, retries,
-    # abandoned
+    recorded: tuple[int, int, int, int, int, int, int, int, int]  # lengths of the record's lists, arrivals,
+    # retries, abandoned, refused
 
 
 class ServingPool:
     """Instances of one serving tier, all with the same engine profile."""
 
-    def __init__(self, profile: EngineProfile, window_s: float = 60.0, client_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        profile: EngineProfile,
+        window_s: float = 60.0,
+        client_timeout: float | None = None,
+        hold: HoldBounds | None = None,
+    ) -> None:
         self.profile = profile
         self.window_s = window_s
         self.client_timeout = client_timeout  # None: clients wait for their first token for ever
+        self.hold = hold  # the activator's bounds on requests held at zero; None: held without bound
         self._ids: list[str] = []
         self._slot_of: dict[str, int] = {}
         self._routable = np.zeros(0, dtype=np.bool_)
@@ -234,7 +251,7 @@ class ServingPool:
             self._prefill_free, self._inflight, self._unrouted, tuple(self._window), self._window_tokens.copy(),
             self._hist.copy(), self._window_arrivals, self._window_done, self._last_arrivals,
             (len(rec.ttft_at), len(rec.ttft), len(rec.ttft_origin), len(rec.e2e), len(rec.timeline), rec.arrivals,
-             rec.retries, rec.abandoned),
+             rec.retries, rec.abandoned, rec.refused),
         )  # fmt: skip
 
     def restore(self, cp: PoolCheckpoint) -> None:
@@ -247,7 +264,7 @@ class ServingPool:
         self._last_arrivals = cp.last_arrivals
         self._lane_cache = None
         rec = self.record
-        n_at, n_ttft, n_origin, n_e2e, n_timeline, rec.arrivals, rec.retries, rec.abandoned = cp.recorded
+        n_at, n_ttft, n_origin, n_e2e, n_timeline, rec.arrivals, rec.retries, rec.abandoned, rec.refused = cp.recorded
         del rec.ttft_at[n_at:], rec.ttft[n_ttft:], rec.ttft_origin[n_origin:], rec.e2e[n_e2e:]
         del rec.timeline[n_timeline:]
 
@@ -269,20 +286,19 @@ class ServingPool:
 
     def _abandon(self, now: float) -> None:
         """Requests still waiting for an engine slot (or, at zero, at the balancer) ``client_timeout`` after
-        their clients sent them are gone: nginx cut the connection and vLLM aborted them. Each is recorded
+        their clients sent them are gone: nginx cut the connection and vLLM aborted them. At the balancer
+        the activator's ``max_wait`` applies too, if sooner (it answers 503). Each is recorded
         as a miss whose first token would have come no sooner than now; vLLM's TTFT histogram (the
         signals) never sees them."""
-        timeout = self.client_timeout
-        if timeout is None:
-            return
-        cutoff = now - timeout
+        held_for = [w for w in (self.client_timeout, self.hold.max_wait if self.hold else None) if w is not None]
         parts = []
-        for attr in ("_inflight", "_unrouted"):
+        for attr, limits in (("_inflight", [self.client_timeout]), ("_unrouted", held_for)):
+            known = [w for w in limits if w is not None]
             d = getattr(self, attr).data
-            if not d.shape[0]:
+            if not known or not d.shape[0]:
                 continue
             # An admitted request's prefill is under way; a retry that had its first token is streaming.
-            gone = (d[:, ORIGIN] <= cutoff) & (d[:, ADMITTED] == 0) & (d[:, TTFT_DONE] == 0)
+            gone = (d[:, ORIGIN] <= now - min(known)) & (d[:, ADMITTED] == 0) & (d[:, TTFT_DONE] == 0)
             if gone.any():
                 parts.append(d[gone, ORIGIN])
                 setattr(self, attr, Requests(d[~gone]))
@@ -294,6 +310,21 @@ class ServingPool:
         rec.ttft.append((now - origin).astype(np.float32))
         rec.ttft_origin.append(origin.astype(np.float32))
         rec.abandoned += int(origin.shape[0])
+
+    def _held(self, waiting: Requests) -> Requests:
+        """At zero, the activator holds at most ``max_held`` requests, the first to come; each one after is
+        answered 503 at once: a miss that never has a first token (recorded with an infinite TTFT)."""
+        limit = None if self.hold is None else self.hold.max_held
+        if limit is None or len(waiting) <= limit:
+            return waiting
+        ordered = waiting.sorted_by_time()
+        kept, refused = ordered.data[:limit], ordered.data[limit:]
+        rec = self.record
+        rec.ttft_at.append(refused[:, COL_T].astype(np.float32))
+        rec.ttft.append(np.full(refused.shape[0], np.inf, dtype=np.float32))
+        rec.ttft_origin.append(refused[:, ORIGIN].astype(np.float32))
+        rec.refused += int(refused.shape[0])
+        return Requests(kept)
 
     def _advance_closed(self, t0: float, t1: float, source: ClosedSource) -> tuple[TickResult, Requests]:
         """Sessions answer within the tick and send again: find the tick's requests, then simulate them.
@@ -405,7 +436,7 @@ class ServingPool:
         if self._routable.any():
             self._unrouted = empty()
         else:
-            self._unrouted = Requests.concat([self._unrouted, sent])
+            self._unrouted = self._held(Requests.concat([self._unrouted, sent]))
         self._inflight = result.inflight
         self._prefill_free = result.prefill_free
         self._est = result.at_end

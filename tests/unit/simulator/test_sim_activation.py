@@ -12,6 +12,17 @@ from tests.builders import min_floor, tier, tiers_yaml
 from tiers.config import parse_config
 
 TIERS = tiers_yaml({"chat": tier(max=4, serving={"target_concurrency": 100}, policy=min_floor(0, idle_after="5m"))})
+# An activator that holds every request of the boot (20 req/s for up to 5 minutes).
+TIERS_HOLDING_ALL = tiers_yaml(
+    {
+        "chat": tier(
+            max=4,
+            serving={"target_concurrency": 100},
+            activator={"max_held": 10_000},
+            policy=min_floor(0, idle_after="5m"),
+        )
+    }
+)
 
 # Nothing for 20 minutes, then 40 minutes of traffic, then quiet again.
 WORKLOAD = """
@@ -37,10 +48,11 @@ def run(tiers: str) -> SimulationResult:
 
 
 def test_a_tier_at_zero_wakes_on_its_first_requests_and_returns_to_zero() -> None:
-    result = run(TIERS)
+    result = run(TIERS_HOLDING_ALL)
     chat = result.report.tiers["chat"]
     assert chat.requests > 40_000
     assert chat.slo_known == chat.requests  # every request was served: none left waiting at the end
+    assert chat.refused == 0 and chat.timed_out == 0
     assert chat.peak_instances >= 1
     assert result.events.get("launched", 0) >= 1 and result.events.get("retired", 0) >= 1
     # The first requests waited for the boot: the cold start shows in the tail, not in the median.
@@ -61,3 +73,16 @@ def test_without_the_activator_a_tier_at_zero_stays_blind() -> None:
     chat = result.report.tiers["chat"]
     assert chat.peak_instances == 0
     assert result.events.get("launched", 0) == 0
+
+
+def test_the_activator_at_zero_holds_its_max_and_refuses_the_rest_as_misses() -> None:
+    """The daemon's activator holds at most ``max_held`` (100 by default) while the first instance boots; every
+    later request is answered 503 at once. At 20 req/s and a 2-5 minute boot most of the wake is refused."""
+    held_all, bounded = run(TIERS_HOLDING_ALL).report.tiers["chat"], run(TIERS).report.tiers["chat"]
+    assert bounded.requests == held_all.requests  # the same traffic
+    boot_arrivals = 20 * 120  # at least this many arrive before the first instance is ready
+    assert bounded.refused >= boot_arrivals - 100
+    assert bounded.slo_known == bounded.requests  # refused requests are judged (misses), not lost from the count
+    assert bounded.slo_met <= bounded.requests - bounded.refused
+    # Held without bound, the whole boot's arrivals land on the first instance at once and its backlog
+    # misses too; refused, they miss at once and the first instance starts level.

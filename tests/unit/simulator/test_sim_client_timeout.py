@@ -1,5 +1,6 @@
 """Clients that give up: an open-loop request with no first token ``client_timeout`` after it was sent leaves
-the queue (nginx cut it; vLLM aborted it) and counts as a miss."""
+the queue (nginx cut it; vLLM aborted it) and counts as a miss. At zero the activator's bounds apply too:
+at most ``max_held`` held, each at most ``max_wait``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 from simulator.requests import ADMITTED, ORIGIN, TTFT_DONE, Requests, empty
-from simulator.serving_pool import ServingPool
+from simulator.serving_pool import HoldBounds, ServingPool
 from simulator.workloads.sources import fresh_requests
 from simulator.workloads.spec import WorkloadError, parse_workload
 from sizing.engine import EngineConfig, build_profile
@@ -117,3 +118,30 @@ def test_sessions_have_no_client_timeout() -> None:
     text = "duration: 1h\ntiers:\n  chat:\n    kind: sessions\n    sessions: 10\n    client_timeout: 60s\n"
     with pytest.raises(WorkloadError, match="client_timeout"):
         parse_workload(text)
+
+
+def _at_zero(hold: HoldBounds, client_timeout: float | None, ticks: int) -> ServingPool:
+    profile = build_profile("H100-SXM5-80GB", "llama-3.1-8b")
+    pool = ServingPool(profile, client_timeout=client_timeout, hold=hold)
+    source = Steady(2.0)  # 10 a tick
+    for k in range(ticks):
+        pool.advance(k * TICK, (k + 1) * TICK, source)
+    return pool
+
+
+def test_at_zero_the_activator_holds_the_first_max_held_and_refuses_the_rest() -> None:
+    pool = _at_zero(HoldBounds(max_held=25, max_wait=300.0), None, 4)  # 40 arrive, none ready
+    assert len(pool._unrouted) == 25
+    assert pool.record.refused == 15
+    held = pool._unrouted.data[:, ORIGIN]
+    refused_sent = np.concatenate(pool.record.ttft_origin)
+    assert held.max() < refused_sent.min()  # the first to come are held
+    assert np.isinf(np.concatenate(pool.record.ttft)).all()  # never a first token: a miss at any target
+
+
+def test_at_zero_a_held_request_gets_503_at_max_wait_if_sooner_than_the_clients_timeout() -> None:
+    pool = _at_zero(HoldBounds(max_held=1000, max_wait=15.0), 600.0, 10)
+    assert pool.record.abandoned > 0 and pool.record.refused == 0
+    assert (50.0 - pool._unrouted.data[:, ORIGIN] <= 15.0 + TICK).all()
+    later = _at_zero(HoldBounds(max_held=1000, max_wait=300.0), 20.0, 10)  # the client gives up first
+    assert (50.0 - later._unrouted.data[:, ORIGIN] <= 20.0 + TICK).all()
