@@ -255,8 +255,8 @@ class Report:
             if t.refused:
                 lines.append(
                     f"tier {t.tier}: {t.refused:,} requests ({share(t.refused)}) were refused by the activator at "
-                    "zero, which already held its activator.max_held (503; counted as misses): raise max_held, "
-                    "or keep a floor of one"
+                    "zero, which already held its activator.max_held (503; counted as misses): a tier whose "
+                    "traffic cannot wait out a boot keeps `min: 1` (every held request goes to the first instance)"
                 )
         return lines
 
