@@ -114,10 +114,11 @@ class Fleet:
                 self._tasks[name] = BatchTasks(name, load, workload)
                 continue
             assert model.profile is not None
-            # Open loop only: a closed-loop session whose request was cut would never send again.
-            open_loop = isinstance(load, PoissonLoad | TraceLoad)
-            timeout = load.client_timeout if isinstance(load, PoissonLoad | TraceLoad) else None
-            hold = model.hold if open_loop else None
+            # Clients that give up and the activator's bounds: open loop only (a closed-loop session whose
+            # request was cut would never send again).
+            timeout, hold = None, None
+            if isinstance(load, PoissonLoad | TraceLoad):
+                timeout, hold = load.client_timeout, model.hold
             self.serving[name] = ServingPool(model.profile, model.window_s, timeout, hold)
             if isinstance(load, SessionsLoad):
                 self._sources[name] = sessions_source(name, load, workload, model.profile)

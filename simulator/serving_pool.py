@@ -290,15 +290,14 @@ class ServingPool:
         the activator's ``max_wait`` applies too, if sooner (it answers 503). Each is recorded
         as a miss whose first token would have come no sooner than now; vLLM's TTFT histogram (the
         signals) never sees them."""
-        held_for = [w for w in (self.client_timeout, self.hold.max_wait if self.hold else None) if w is not None]
+        at_balancer = [w for w in (self.client_timeout, self.hold.max_wait if self.hold else None) if w is not None]
         parts = []
-        for attr, limits in (("_inflight", [self.client_timeout]), ("_unrouted", held_for)):
-            known = [w for w in limits if w is not None]
+        for attr, limit in (("_inflight", self.client_timeout), ("_unrouted", min(at_balancer, default=None))):
             d = getattr(self, attr).data
-            if not known or not d.shape[0]:
+            if limit is None or not d.shape[0]:
                 continue
             # An admitted request's prefill is under way; a retry that had its first token is streaming.
-            gone = (d[:, ORIGIN] <= now - min(known)) & (d[:, ADMITTED] == 0) & (d[:, TTFT_DONE] == 0)
+            gone = (d[:, ORIGIN] <= now - limit) & (d[:, ADMITTED] == 0) & (d[:, TTFT_DONE] == 0)
             if gone.any():
                 parts.append(d[gone, ORIGIN])
                 setattr(self, attr, Requests(d[~gone]))
