@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from simulator.fleet import engine_for
 from simulator.requests import FIRST, INST, Requests, T, fresh
 from simulator.serving_pool import ServingPool, least_connections
 from simulator.serving_tick import Estimates, _by_instance_then_arrival, _over_limit, lane_for, simulate_tick
 from simulator.workloads.sources import fresh_requests
-from simulator.fleet import engine_for
 from sizing.engine import EngineConfig, build_profile
 from tiers.config import parse_config
 
