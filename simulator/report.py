@@ -54,6 +54,10 @@ class TierOutcome:
         return {**asdict(self), "slo_attainment": self.slo_attainment}
 
 
+def _share(part: int, whole: int) -> str:
+    return pct(part / whole if whole else None)
+
+
 def _qs(values: np.ndarray, *qs: float) -> list[float | None]:
     """Quantiles from one partial sort of the values (a day's TTFTs are millions)."""
     if not values.shape[0]:
@@ -242,21 +246,18 @@ class Report:
         the activator's ``max_wait`` at zero), and one per tier whose activator refused requests at zero."""
         lines = []
         for t in self.tiers.values():
-
-            def share(n: int, t: TierOutcome = t) -> str:
-                return pct(n / t.requests if t.requests else None)
-
             if t.timed_out:
                 lines.append(
-                    f"tier {t.tier}: {t.timed_out:,} requests ({share(t.timed_out)}) waited past the clients' "
-                    "timeout (or the activator's max_wait, at zero) without a first token and were cut (counted "
-                    "as misses)"
+                    f"tier {t.tier}: {t.timed_out:,} requests ({_share(t.timed_out, t.requests)}) waited past the "
+                    "clients' timeout (or the activator's max_wait, at zero) without a first token and were cut "
+                    "(counted as misses)"
                 )
             if t.refused:
                 lines.append(
-                    f"tier {t.tier}: {t.refused:,} requests ({share(t.refused)}) were refused by the activator at "
-                    "zero, which already held its activator.max_held (503; counted as misses): a tier whose "
-                    "traffic cannot wait out a boot keeps `min: 1` (every held request goes to the first instance)"
+                    f"tier {t.tier}: {t.refused:,} requests ({_share(t.refused, t.requests)}) were refused by the "
+                    "activator at zero, which already held its activator.max_held (503; counted as misses): a tier "
+                    "whose traffic cannot wait out a boot keeps `min: 1` (every held request goes to the first "
+                    "instance)"
                 )
         return lines
 

@@ -132,6 +132,12 @@ class PoolRecord:
     abandoned: int = 0  # requests whose client gave up before the first token (recorded as misses)
     refused: int = 0  # requests the activator refused at zero, already holding its most (TTFT recorded as inf)
 
+    def judged(self, at: FloatArray, ttft: FloatArray, origin: FloatArray) -> None:
+        """Requests judged: when (first token, cut or refused), their client-side TTFT and when they were sent."""
+        self.ttft_at.append(at.astype(np.float32))
+        self.ttft.append(ttft.astype(np.float32))
+        self.ttft_origin.append(origin.astype(np.float32))
+
 
 @dataclass(frozen=True, slots=True)
 class PoolCheckpoint:
@@ -306,11 +312,8 @@ class ServingPool:
         if not parts:
             return
         origin = np.concatenate(parts)
-        rec = self.record
-        rec.ttft_at.append(np.full(origin.shape[0], now, dtype=np.float32))
-        rec.ttft.append((now - origin).astype(np.float32))
-        rec.ttft_origin.append(origin.astype(np.float32))
-        rec.abandoned += int(origin.shape[0])
+        self.record.judged(np.full(origin.shape[0], now), now - origin, origin)
+        self.record.abandoned += int(origin.shape[0])
 
     def _held(self, waiting: Requests) -> Requests:
         """At zero, the activator holds at most ``max_held`` requests, the first to come; each one after is
@@ -320,11 +323,8 @@ class ServingPool:
             return waiting
         ordered = waiting.sorted_by_time()
         kept, refused = ordered.data[:limit], ordered.data[limit:]
-        rec = self.record
-        rec.ttft_at.append(refused[:, COL_T].astype(np.float32))
-        rec.ttft.append(np.full(refused.shape[0], np.inf, dtype=np.float32))
-        rec.ttft_origin.append(refused[:, ORIGIN].astype(np.float32))
-        rec.refused += int(refused.shape[0])
+        self.record.judged(refused[:, COL_T], np.full(refused.shape[0], np.inf), refused[:, ORIGIN])
+        self.record.refused += int(refused.shape[0])
         return Requests(kept)
 
     def _advance_closed(self, t0: float, t1: float, source: ClosedSource) -> tuple[TickResult, Requests]:
@@ -453,9 +453,7 @@ class ServingPool:
         tokens = np.array([sent.col(N_IN)[fresh].sum(), sent.col(N_CACHED)[fresh].sum(), sent.col(N_OUT)[fresh].sum()])
         rec.arrivals += n_new
         self._last_arrivals = n_new
-        rec.ttft_at.append(result.ttft_at.astype(np.float32))
-        rec.ttft.append(result.ttft.astype(np.float32))
-        rec.ttft_origin.append(result.ttft_origin.astype(np.float32))
+        rec.judged(result.ttft_at, result.ttft, result.ttft_origin)
         rec.e2e.append(result.done_e2e.astype(np.float32))
         # Sliding window of TTFT as a histogram, like vLLM's own metric read over `window_s`.
         counts = self._hist.counts(result.ttft)
