@@ -93,7 +93,7 @@ async def main(requests: int, held: int) -> None:
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    from serving.activator import Activator, HoldLimits
+    from scalectl.serving.activator import Activator, HoldLimits
 
     up_port, act_port = free_port(), free_port()
     upstream = subprocess.Popen([sys.executable, "-c", UPSTREAM, str(up_port)])

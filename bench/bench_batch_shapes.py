@@ -23,10 +23,10 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from simulator.controller_run import simulate
-from simulator.report import pct
-from simulator.workloads.spec import parse_workload
-from tiers.config import parse_config
+from scalectl.simulator.controller_run import simulate
+from scalectl.simulator.report import pct
+from scalectl.simulator.workloads.spec import parse_workload
+from scalectl.tiers.config import parse_config
 
 TIERS = """\
 tiers:

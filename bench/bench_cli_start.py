@@ -35,7 +35,7 @@ def _run(root: Path, data: Path, *args: str) -> tuple[float, float, str]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, *args, "-m", "cli.main", "status", "-o", "json"],
+        [sys.executable, *args, "-m", "scalectl.cli.main", "status", "-o", "json"],
         cwd=root,
         env=_env(root, data),
         capture_output=True,
@@ -69,7 +69,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         subprocess.run(
-            [sys.executable, "-m", "cli.main", "apply", "-f", str(root / "examples" / "tiers.yaml")],
+            [sys.executable, "-m", "scalectl.cli.main", "apply", "-f", str(root / "examples" / "tiers.yaml")],
             cwd=root,
             env=_env(root, data),
             capture_output=True,

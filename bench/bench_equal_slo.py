@@ -28,17 +28,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_scenarios import EXAMPLES, SCENARIOS, window
 
-from simulator.baselines import (
+from scalectl.simulator.baselines import (
     BaselineSettings,
     reactive_policy,
     run_counts,
     skyserve_policy,
 )
-from simulator.controller_run import RunOptions, simulate
-from simulator.fleet import TierModel, tier_models
-from simulator.report import outcomes
-from simulator.workloads.spec import BatchLoad, Workload, load_workload
-from tiers.config import load_config
+from scalectl.simulator.controller_run import RunOptions, simulate
+from scalectl.simulator.fleet import TierModel, tier_models
+from scalectl.simulator.report import outcomes
+from scalectl.simulator.workloads.spec import BatchLoad, Workload, load_workload
+from scalectl.tiers.config import load_config
 
 Run = Callable[[float], tuple[float, float | None]]  # factor -> (cost, SLO)
 

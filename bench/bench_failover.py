@@ -22,7 +22,7 @@ from pathlib import Path
 
 from sqlalchemy import create_engine, text
 
-from clocks import SystemClock
+from scalectl.clocks import SystemClock
 from tests.e2e.helpers import scalectl, start_daemon
 from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, booting_spheron
 from tests.services import scratch_database

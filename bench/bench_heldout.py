@@ -40,13 +40,13 @@ from typing import Any
 import numpy as np
 import yaml
 
-from policies.prior import compute_prior
-from simulator.controller_run import simulate
-from simulator.report import pct
-from simulator.workloads.spec import Workload, parse_workload
-from simulator.workloads.traces import read_trace
-from sizing.spec import ServingSpec
-from tiers.config import FleetConfig, parse_config
+from scalectl.policies.prior import compute_prior
+from scalectl.simulator.controller_run import simulate
+from scalectl.simulator.report import pct
+from scalectl.simulator.workloads.spec import Workload, parse_workload
+from scalectl.simulator.workloads.traces import read_trace
+from scalectl.sizing.spec import ServingSpec
+from scalectl.tiers.config import FleetConfig, parse_config
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = Path(os.environ.get("SCALECTL_TRACES") or ROOT.parent / "shared" / "traces")

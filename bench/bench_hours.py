@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 from bench_scenarios import EXAMPLES, SCENARIOS
 
-from simulator.baselines import NEED_STEP_S, need_timeline
-from simulator.controller_run import RunOptions, models_for, simulate
-from simulator.report import pct
-from simulator.workloads.spec import BatchLoad, load_workload
-from tiers.config import load_config
+from scalectl.simulator.baselines import NEED_STEP_S, need_timeline
+from scalectl.simulator.controller_run import RunOptions, models_for, simulate
+from scalectl.simulator.report import pct
+from scalectl.simulator.workloads.spec import BatchLoad, load_workload
+from scalectl.tiers.config import load_config
 
 WORST = 12  # minutes listed at the end
 

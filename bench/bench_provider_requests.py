@@ -23,14 +23,15 @@ from typing import Any
 
 import yaml
 
-from clocks import FakeClock
-from controller.reconciler.loop import Reconciler
-from controller.store.db import make_engine
-from controller.store.migrate import upgrade
-from controller.store.repository import Store
-from providers.base import Provider
-from providers.registry import ProviderConfig, build_provider
-from sources.static import StaticSignals
+from scalectl.clocks import FakeClock
+from scalectl.controller.reconciler.loop import Reconciler
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.migrate import upgrade
+from scalectl.controller.store.repository import Store
+from scalectl.providers.base import Provider
+from scalectl.providers.registry import ProviderConfig, build_provider
+from scalectl.sources.static import StaticSignals
+from scalectl.tiers.config import parse_config
 from tests.fakes import LoopbackServer
 from tests.fakes.lambda_server import API_KEY as LAMBDA_KEY
 from tests.fakes.lambda_server import SSH_KEY_NAME, FakeLambda
@@ -38,7 +39,6 @@ from tests.fakes.runpod_server import RunPodFake
 from tests.fakes.spheron_server import API_KEY as SPHERON_KEY
 from tests.fakes.spheron_server import SSH_KEY_ID, TEAM_ID, FakeSpheron
 from tests.fakes.vastai_server import VastFake
-from tiers.config import parse_config
 
 TICK = 5.0
 WINDOW = 900.0  # 15 minutes

@@ -22,12 +22,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-import simulator.serving_pool as serving_pool
-from simulator.fleet import engine_for
-from simulator.requests import Requests
-from simulator.serving_pool import ServingPool
-from simulator.workloads.sources import fresh_requests
-from tiers.config import parse_config
+import scalectl.simulator.serving_pool as serving_pool
+from scalectl.simulator.fleet import engine_for
+from scalectl.simulator.requests import Requests
+from scalectl.simulator.serving_pool import ServingPool
+from scalectl.simulator.workloads.sources import fresh_requests
+from scalectl.tiers.config import parse_config
 
 TIER = """
 tiers:

@@ -23,11 +23,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulator.controller_run import simulate
-from simulator.report import BaselineOutcome, pct
-from simulator.workloads.shapes import SpikeShape
-from simulator.workloads.spec import BatchLoad, Workload, load_workload
-from tiers.config import load_config
+from scalectl.simulator.controller_run import simulate
+from scalectl.simulator.report import BaselineOutcome, pct
+from scalectl.simulator.workloads.shapes import SpikeShape
+from scalectl.simulator.workloads.spec import BatchLoad, Workload, load_workload
+from scalectl.tiers.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 def serve(n: int) -> None:
     """Child process: N seeded stand-ins; prints their URLs, serves until stdin closes."""
-    from vllm_standin import StandinConfig, run_in_thread
+    from scalectl.vllm_standin import StandinConfig, run_in_thread
 
     configs = [
         StandinConfig(model="meta-llama/Llama-3.1-8B-Instruct", max_model_len=4096, metrics_generation="new")
@@ -58,9 +58,9 @@ def _cpu() -> float:
 
 
 async def measure(urls: list[str], concurrency: int, ticks: int) -> list[tuple[str, float, float, int]]:
-    from clocks import SystemClock
-    from sources.reader import SignalReader
-    from sources.spec import SignalsSpec
+    from scalectl.clocks import SystemClock
+    from scalectl.sources.reader import SignalReader
+    from scalectl.sources.spec import SignalsSpec
 
     spec = SignalsSpec.model_validate({"metrics": {"kind": "vllm", "window": "60s"}})
     reader = SignalReader(SystemClock(), timeout=5.0, concurrency=concurrency)
@@ -84,7 +84,7 @@ async def measure(urls: list[str], concurrency: int, ticks: int) -> list[tuple[s
 def parse_cost(url: str) -> tuple[int, float, float]:
     import httpx
 
-    from sources.exposition import parse_vllm_metrics, parse_vllm_metrics_reference
+    from scalectl.sources.exposition import parse_vllm_metrics, parse_vllm_metrics_reference
 
     body = httpx.get(url + "/metrics").text
     n = 300

@@ -30,7 +30,7 @@ from sqlalchemy import create_engine, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from controller.store.instances import LIVE_STATES
+from scalectl.controller.store.instances import LIVE_STATES
 from tests.e2e.helpers import free_port, scalectl, start_daemon
 from tests.services import repo_root, scratch_database
 
@@ -51,7 +51,15 @@ def tiers_yaml(url: str, tiers: int, per_tier: int) -> str:
 
 
 def start_cloud(capacity: int) -> tuple[subprocess.Popen[str], str]:
-    argv = [sys.executable, "-m", "providers.simulated.server", "--port", "0", "--capacity-per-offer", str(capacity)]
+    argv = [
+        sys.executable,
+        "-m",
+        "scalectl.providers.simulated.server",
+        "--port",
+        "0",
+        "--capacity-per-offer",
+        str(capacity),
+    ]
     argv += ["--provision-delay-min", "5", "--provision-delay-max", "20"]
     proc = subprocess.Popen(argv, cwd=repo_root(), stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.baselines import BaselineSettings, run_reactive
-from simulator.fleet import Fleet, tier_models
-from simulator.serving_pool import ServingPool
-from simulator.workloads.sessions import ClosedLoopSessions
-from simulator.workloads.spec import load_workload, parse_workload
-from simulator.workloads.tokens import TokenDist
-from sizing.engine import EngineConfig, build_profile
-from tiers.config import load_config
+from scalectl.simulator.baselines import BaselineSettings, run_reactive
+from scalectl.simulator.fleet import Fleet, tier_models
+from scalectl.simulator.serving_pool import ServingPool
+from scalectl.simulator.workloads.sessions import ClosedLoopSessions
+from scalectl.simulator.workloads.spec import load_workload, parse_workload
+from scalectl.simulator.workloads.tokens import TokenDist
+from scalectl.sizing.engine import EngineConfig, build_profile
+from scalectl.tiers.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

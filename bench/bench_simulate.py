@@ -21,9 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from simulator.controller_run import SimulationResult, simulate
-from simulator.workloads.spec import TraceLoad, Workload, load_workload
-from tiers.config import load_config
+from scalectl.simulator.controller_run import SimulationResult, simulate
+from scalectl.simulator.workloads.spec import TraceLoad, Workload, load_workload
+from scalectl.tiers.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

@@ -23,11 +23,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # `bench.skyserve.policy` is imported by the simulator as the external class
 
 from bench.bench_scenarios import EXAMPLES, SCENARIOS, window  # noqa: E402
-from simulator.capacity import capacity_for  # noqa: E402
-from simulator.controller_run import models_for, simulate  # noqa: E402
-from simulator.tune import with_policy  # noqa: E402
-from simulator.workloads.spec import load_workload  # noqa: E402
-from tiers.config import load_config  # noqa: E402
+from scalectl.simulator.capacity import capacity_for  # noqa: E402
+from scalectl.simulator.controller_run import models_for, simulate  # noqa: E402
+from scalectl.simulator.tune import with_policy  # noqa: E402
+from scalectl.simulator.workloads.spec import load_workload  # noqa: E402
+from scalectl.tiers.config import load_config  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

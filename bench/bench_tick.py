@@ -13,15 +13,15 @@ import sys
 import tempfile
 import time
 
-from clocks import FakeClock
-from controller.reconciler.loop import Reconciler
-from controller.store.db import make_engine
-from controller.store.migrate import upgrade
-from controller.store.repository import Store
-from providers.registry import ProviderConfig
-from providers.simulated import SimulatedCloud
-from sources.static import StaticSignals
-from tiers.config import parse_config
+from scalectl.clocks import FakeClock
+from scalectl.controller.reconciler.loop import Reconciler
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.migrate import upgrade
+from scalectl.controller.store.repository import Store
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.simulated import SimulatedCloud
+from scalectl.sources.static import StaticSignals
+from scalectl.tiers.config import parse_config
 
 TIERS = 100
 

@@ -23,9 +23,9 @@ from typing import Any
 from bench_scenarios import EXAMPLES, SCENARIOS, window
 from tune_replay import replay
 
-from simulator.tune import PACE, PaceRule, TuneResult, tune
-from simulator.workloads.spec import load_workload
-from tiers.config import load_config
+from scalectl.simulator.tune import PACE, PaceRule, TuneResult, tune
+from scalectl.simulator.workloads.spec import load_workload
+from scalectl.tiers.config import load_config
 
 
 def simulated_hours(result: TuneResult, hours: float) -> float:

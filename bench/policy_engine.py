@@ -10,10 +10,10 @@ import math
 import time
 from pathlib import Path
 
-from controller.backtest import run_backtest
-from policies.engine import decide
-from policies.types import Bounds, PolicyInput, PolicyState, Signals
-from tiers.config import load_config
+from scalectl.controller.backtest import run_backtest
+from scalectl.policies.engine import decide
+from scalectl.policies.types import Bounds, PolicyInput, PolicyState, Signals
+from scalectl.tiers.config import load_config
 
 REPO = Path(__file__).resolve().parents[1]
 T0 = 1_773_057_600.0

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from simulator.controller_run import Checkpoint
-from simulator.tune import Bound, PaceRule
+from scalectl.simulator.controller_run import Checkpoint
+from scalectl.simulator.tune import Bound, PaceRule
 
 
 @dataclass(frozen=True, slots=True)

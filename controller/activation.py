@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from clocks import Clock
-from controller.reconciler.record import ACTIVATOR  # the source name decisions record
-from controller.settings import Settings
-from serving.activator import Activator, HoldLimits
-from sources.reading import SignalSource, TierReading
-from sources.spec import SignalsSpec
-from tiers.config import FleetConfig, TierSpec
+from scalectl.clocks import Clock
+from scalectl.controller.reconciler.record import ACTIVATOR  # the source name decisions record
+from scalectl.controller.settings import Settings
+from scalectl.serving.activator import Activator, HoldLimits
+from scalectl.sources.reading import SignalSource, TierReading
+from scalectl.sources.spec import SignalsSpec
+from scalectl.tiers.config import FleetConfig, TierSpec
 
 
 def activated(settings: Settings, name: str, tier: TierSpec) -> bool:

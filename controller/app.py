@@ -6,16 +6,16 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from clocks import Clock
-from controller.reconciler.loop import Reconciler
-from controller.settings import Settings
-from controller.store.db import make_engine
-from controller.store.migrate import upgrade
-from controller.store.repository import Store
-from providers.base import Provider
-from providers.registry import ProviderConfig, UnknownProviderType, build_provider, capabilities_of
-from sources.reading import SignalSource
-from tiers.config import IMPLICIT_PROVIDERS, FleetConfig
+from scalectl.clocks import Clock
+from scalectl.controller.reconciler.loop import Reconciler
+from scalectl.controller.settings import Settings
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.migrate import upgrade
+from scalectl.controller.store.repository import Store
+from scalectl.providers.base import Provider
+from scalectl.providers.registry import ProviderConfig, UnknownProviderType, build_provider, capabilities_of
+from scalectl.sources.reading import SignalSource
+from scalectl.tiers.config import IMPLICIT_PROVIDERS, FleetConfig
 
 log = logging.getLogger("scalectl")
 

@@ -20,11 +20,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from controller.reconciler.decide import PolicyRunner, bounds_for, tier_price_per_hour
-from policies.external import ExternalPolicyError
-from policies.types import Bounds, PolicyInput, PolicyState, Signals
-from sizing.gpus import GPUS
-from tiers.config import FleetConfig, TierSpec, load_config
+from scalectl.controller.reconciler.decide import PolicyRunner, bounds_for, tier_price_per_hour
+from scalectl.policies.external import ExternalPolicyError
+from scalectl.policies.types import Bounds, PolicyInput, PolicyState, Signals
+from scalectl.sizing.gpus import GPUS
+from scalectl.tiers.config import FleetConfig, TierSpec, load_config
 
 SIGNAL_FIELDS = tuple(f.name for f in fields(Signals))
 _RESERVED = ("t", "tier", "current")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from policies import batch, hysteresis
-from policies.boot import boot_time, samples
-from policies.capacity import SMALL_FLEET, estimate, service_time, small_fleet_capacity, summary
-from policies.prior import capacity_prior, compute_prior
-from policies.spec import ReactiveRules, ScaleToZeroPolicy
-from policies.types import PolicyState
-from tiers.config import TierSpec
+from scalectl.policies import batch, hysteresis
+from scalectl.policies.boot import boot_time, samples
+from scalectl.policies.capacity import SMALL_FLEET, estimate, service_time, small_fleet_capacity, summary
+from scalectl.policies.prior import capacity_prior, compute_prior
+from scalectl.policies.spec import ReactiveRules, ScaleToZeroPolicy
+from scalectl.policies.types import PolicyState
+from scalectl.tiers.config import TierSpec
 
 
 def tracking_rules(tier: TierSpec) -> ReactiveRules | None:

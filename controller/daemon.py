@@ -16,29 +16,29 @@ import uvicorn
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from sqlalchemy.exc import DBAPIError
 
-from clocks import Clock, SystemClock
-from clocks.scaled import ScaledClock
-from controller.activation import ActivatedSignals, sync_gates
-from controller.app import Controller, build_providers, open_store, provider_configs
-from controller.ha.fencing import fence_commits, fenced
-from controller.ha.lease import LeadershipLost
-from controller.ha.replica import Replica
-from controller.http_app import Health, build_http_app, http_server
-from controller.metrics import DaemonMetrics
-from controller.metrics_feed import MetricsFeed
-from controller.provider_metrics import metered
-from controller.reconciler.loop import Reconciler, TickReport
-from controller.serving_hooks import ServingHooks, build_hooks
-from controller.settings import Settings
-from controller.startup import demo_clock, load_fleet, publish_clock, signal_source
-from controller.status import status_document
-from controller.store.errors import one_line
-from controller.store.repository import Store
-from controller.systemd import SystemdNotifier, watchdog_interval
-from controller.version import scalectl_version
-from providers.base import Provider
-from serving.activator import Activator
-from tiers.config import FleetConfig
+from scalectl.clocks import Clock, SystemClock
+from scalectl.clocks.scaled import ScaledClock
+from scalectl.controller.activation import ActivatedSignals, sync_gates
+from scalectl.controller.app import Controller, build_providers, open_store, provider_configs
+from scalectl.controller.ha.fencing import fence_commits, fenced
+from scalectl.controller.ha.lease import LeadershipLost
+from scalectl.controller.ha.replica import Replica
+from scalectl.controller.http_app import Health, build_http_app, http_server
+from scalectl.controller.metrics import DaemonMetrics
+from scalectl.controller.metrics_feed import MetricsFeed
+from scalectl.controller.provider_metrics import metered
+from scalectl.controller.reconciler.loop import Reconciler, TickReport
+from scalectl.controller.serving_hooks import ServingHooks, build_hooks
+from scalectl.controller.settings import Settings
+from scalectl.controller.startup import demo_clock, load_fleet, publish_clock, signal_source
+from scalectl.controller.status import status_document
+from scalectl.controller.store.errors import one_line
+from scalectl.controller.store.repository import Store
+from scalectl.controller.systemd import SystemdNotifier, watchdog_interval
+from scalectl.controller.version import scalectl_version
+from scalectl.providers.base import Provider
+from scalectl.serving.activator import Activator
+from scalectl.tiers.config import FleetConfig
 
 log = logging.getLogger("scalectl.daemon")
 
@@ -372,6 +372,6 @@ class Daemon:
 
 
 def _webhook_handler(daemon: Daemon) -> Any:
-    from controller.webhooks.http import make_handler
+    from scalectl.controller.webhooks.http import make_handler
 
     return make_handler(daemon)

@@ -14,9 +14,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from clocks import Clock
-from controller.metrics import DaemonMetrics
-from serving.activator import Activator
+from scalectl.clocks import Clock
+from scalectl.controller.metrics import DaemonMetrics
+from scalectl.serving.activator import Activator
 
 
 class Health:

@@ -16,12 +16,12 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from controller.capacity_view import learned_batch, learned_capacity
-from domain.instance import InstanceState
-from policies.types import PolicyState
+from scalectl.controller.capacity_view import learned_batch, learned_capacity
+from scalectl.domain.instance import InstanceState
+from scalectl.policies.types import PolicyState
 
 if TYPE_CHECKING:
-    from controller.store.repository import Store
+    from scalectl.controller.store.repository import Store
 
 # Signals the policies read (policies.types.Signals), exported per tier when known; absent when unknown.
 SIGNALS = ("queue_depth", "in_flight", "ttft_p95_s", "requests_waiting", "requests_running", "kv_cache_usage")

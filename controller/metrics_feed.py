@@ -11,13 +11,13 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from controller.metrics import INSTANCE_STATES, SIGNAL_METRIC_NAMES, SIGNALS, DaemonMetrics
-from controller.reconciler.loop import TickReport
-from controller.status import fleet_status
-from controller.store.models import EventRecord, InstanceRecord
-from controller.store.repository import Store
-from domain.instance import InstanceState
-from tiers.config import TierSpec
+from scalectl.controller.metrics import INSTANCE_STATES, SIGNAL_METRIC_NAMES, SIGNALS, DaemonMetrics
+from scalectl.controller.reconciler.loop import TickReport
+from scalectl.controller.status import fleet_status
+from scalectl.controller.store.models import EventRecord, InstanceRecord
+from scalectl.controller.store.repository import Store
+from scalectl.domain.instance import InstanceState
+from scalectl.tiers.config import TierSpec
 
 READY_STATES = (InstanceState.READY, InstanceState.DRAINING)  # serving (a draining one still answers)
 INTERRUPTION_KINDS = ("interrupted", "interruption-notice")

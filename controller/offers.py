@@ -14,9 +14,9 @@ import contextlib
 import functools
 from dataclasses import dataclass
 
-from clocks import Clock
-from providers.base import GpuRequest, Offer, Provider
-from sizing.gpus import UnknownGpu, normalize_gpu
+from scalectl.clocks import Clock
+from scalectl.providers.base import GpuRequest, Offer, Provider
+from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
 
 DEFAULT_TTL = 60.0
 

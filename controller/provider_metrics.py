@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from controller.metrics import DaemonMetrics
-from controller.provider_proxy import ProviderProxy, as_provider
-from providers.base import Provider
-from providers.errors import InstanceNotFound
+from scalectl.controller.metrics import DaemonMetrics
+from scalectl.controller.provider_proxy import ProviderProxy, as_provider
+from scalectl.providers.base import Provider
+from scalectl.providers.errors import InstanceNotFound
 
 T = TypeVar("T")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
-from providers.base import GpuRequest, LaunchSpec, Offer, Provider, ProviderInstance
+from scalectl.providers.base import GpuRequest, LaunchSpec, Offer, Provider, ProviderInstance
 
 T = TypeVar("T")
 

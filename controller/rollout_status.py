@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.store.repository import Store
+from scalectl.controller.store.repository import Store
 
 
 def rollout_status(store: Store, tier: str) -> dict[str, Any] | None:
     """None when the tier is not in the applied configuration."""
-    from tiers.server import server_hash  # the tiers-file models: only the commands that show a rollout
+    from scalectl.tiers.server import server_hash  # the tiers-file models: only the commands that show a rollout
 
     fleet = store.fleet_config()
     if fleet is None or tier not in fleet.tiers:

@@ -25,22 +25,22 @@ from typing import Any
 
 import httpx
 
-from clocks import Clock
-from controller.activation import activated
-from controller.settings import Settings
-from domain.instance import Instance
-from providers.base import ProviderCapabilities
-from providers.registry import UnknownProviderType, capabilities_of
-from serving.activator import Activator
-from serving.readiness import ReadinessProbe
-from serving.routing import Endpoint, NginxTarget, RoutingTarget, TierRoute
-from sizing.errors import SizingError
-from sizing.gpus import UnknownGpu
-from sizing.server import ServerDescription, arg_value
-from sizing.vllm_args import SEQS_PER_TARGET
-from sources.vllm_scraper import VllmScraper
-from tiers.config import IMPLICIT_PROVIDERS, FleetConfig, TierSpec
-from tiers.server import describe_tier_server
+from scalectl.clocks import Clock
+from scalectl.controller.activation import activated
+from scalectl.controller.settings import Settings
+from scalectl.domain.instance import Instance
+from scalectl.providers.base import ProviderCapabilities
+from scalectl.providers.registry import UnknownProviderType, capabilities_of
+from scalectl.serving.activator import Activator
+from scalectl.serving.readiness import ReadinessProbe
+from scalectl.serving.routing import Endpoint, NginxTarget, RoutingTarget, TierRoute
+from scalectl.sizing.errors import SizingError
+from scalectl.sizing.gpus import UnknownGpu
+from scalectl.sizing.server import ServerDescription, arg_value
+from scalectl.sizing.vllm_args import SEQS_PER_TARGET
+from scalectl.sources.vllm_scraper import VllmScraper
+from scalectl.tiers.config import IMPLICIT_PROVIDERS, FleetConfig, TierSpec
+from scalectl.tiers.server import describe_tier_server
 
 log = logging.getLogger("scalectl.serving")
 

@@ -10,16 +10,16 @@ from pathlib import Path
 
 from sqlalchemy.exc import DBAPIError
 
-from clocks import Clock
-from clocks.scaled import ScaledClock
-from controller.embedded import bundled_tiers_text
-from controller.embedded.demo_clock import DEMO_ZONE, world_start
-from controller.store import world_clock
-from controller.store.errors import one_line
-from controller.store.repository import Store
-from providers.base import Provider
-from sources.reading import SignalSource
-from tiers.config import FleetConfig, load_config, parse_config
+from scalectl.clocks import Clock
+from scalectl.clocks.scaled import ScaledClock
+from scalectl.controller.embedded import bundled_tiers_text
+from scalectl.controller.embedded.demo_clock import DEMO_ZONE, world_start
+from scalectl.controller.store import world_clock
+from scalectl.controller.store.errors import one_line
+from scalectl.controller.store.repository import Store
+from scalectl.providers.base import Provider
+from scalectl.sources.reading import SignalSource
+from scalectl.tiers.config import FleetConfig, load_config, parse_config
 
 log = logging.getLogger("scalectl.daemon")
 
@@ -61,15 +61,15 @@ def demo_clock(store: Store, speed: float, wall: float) -> ScaledClock | None:
 
 def signal_source(clock: Clock, providers: dict[str, Provider], fleet: Callable[[], FleetConfig]) -> SignalSource:
     """Configured sources; on the simulated cloud, tiers that name none read the demo's synthetic load."""
-    from providers.simulated import SimulatedCloud
-    from sources.reader import SignalReader  # type: ignore[import-not-found, unused-ignore]
+    from scalectl.providers.simulated import SimulatedCloud
+    from scalectl.sources.reader import SignalReader  # type: ignore[import-not-found, unused-ignore]
 
     reader: SignalSource = SignalReader(clock)
     cloud = next((p for p in providers.values() if isinstance(p, SimulatedCloud)), None)
     if cloud is None:
         return reader
-    from controller.embedded.load import SyntheticLoad
-    from controller.embedded.routing import DemoOrRealSignals, reads_synthetic_load
+    from scalectl.controller.embedded.load import SyntheticLoad
+    from scalectl.controller.embedded.routing import DemoOrRealSignals, reads_synthetic_load
 
     demo = [t for t in fleet().tiers if reads_synthetic_load(fleet(), t)]
     if demo:
@@ -90,7 +90,7 @@ def publish_clock(store: Store, *, speed: float, world: float, wall: float, runn
 def _is_bundled(store: Store) -> bool:
     from sqlalchemy import select
 
-    from controller.store.models import ConfigVersion
+    from scalectl.controller.store.models import ConfigVersion
 
     with store.sessions() as s:
         latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()

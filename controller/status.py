@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from controller.ha.lease import Lease
-from controller.ha.replica_view import ReplicaSeen, ReplicaView
-from controller.ha.shards import TIER_LEASE_PREFIX
-from controller.unit_cost import WINDOW, BilledSpan, billed_in, cost_per_1k
-from domain.instance import InstanceState
+from scalectl.controller.ha.lease import Lease
+from scalectl.controller.ha.replica_view import ReplicaSeen, ReplicaView
+from scalectl.controller.ha.shards import TIER_LEASE_PREFIX
+from scalectl.controller.unit_cost import WINDOW, BilledSpan, billed_in, cost_per_1k
+from scalectl.domain.instance import InstanceState
 
 if TYPE_CHECKING:
-    from policies.types import PolicyState
+    from scalectl.policies.types import PolicyState
 
 # Columns of the status table; every instance not ready or draining counts as pending.
 COUNTS = (InstanceState.READY.value, InstanceState.PENDING.value, InstanceState.DRAINING.value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from controller.store.models import Base
+from scalectl.controller.store.models import Base
 
 config = context.config
 target_metadata = Base.metadata

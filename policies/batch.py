@@ -52,11 +52,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import replace
 
-from policies import queue_ages
-from policies.boot import pending, samples
-from policies.common import ceil_count, dur, num
-from policies.spec import ScaleToZeroPolicy
-from policies.types import Decision, PolicyInput
+from scalectl.policies import queue_ages
+from scalectl.policies.boot import pending, samples
+from scalectl.policies.common import ceil_count, dur, num
+from scalectl.policies.spec import ScaleToZeroPolicy
+from scalectl.policies.types import Decision, PolicyInput
 
 DEFAULT_BOOT_S = 300.0  # until three launches are measured: the slow end of GPU clouds' 2-5 minutes
 OVERDUE_S = 60.0  # an instance booting longer than every measured boot is taken to be this far from ready

@@ -38,7 +38,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from policies.common import num
+from scalectl.policies.common import num
 
 BIN = 0.05  # bin width, as a share of the prior
 MAX_BIN = 50  # loads above 2.5× the prior share the last bin

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from policies.types import Bounds
+from scalectl.policies.types import Bounds
 
 
 def max_affordable(bounds: Bounds) -> int | None:

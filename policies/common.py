@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from policies.durations import format_duration
+from scalectl.policies.durations import format_duration
 
 # Float noise (6 × 1.3 = 7.800000000000001) must not buy an extra GPU.
 _EPSILON_DIGITS = 9

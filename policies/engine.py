@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from policies import boot
-from policies.clamp import clamp
-from policies.external import ExternalPolicyLike, run_external
-from policies.registry import kind_of
-from policies.spec import PolicySpec
-from policies.types import Bounds, Decision, PolicyInput
+from scalectl.policies import boot
+from scalectl.policies.clamp import clamp
+from scalectl.policies.external import ExternalPolicyLike, run_external
+from scalectl.policies.registry import kind_of
+from scalectl.policies.spec import PolicySpec
+from scalectl.policies.types import Bounds, Decision, PolicyInput
 
 
 def _propose(spec: PolicySpec, inp: PolicyInput, external: ExternalPolicyLike | None) -> Decision:

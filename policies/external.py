@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from policies.types import Bounds, Decision, PolicyInput, Signals
+from scalectl.policies.types import Bounds, Decision, PolicyInput, Signals
 
 _CLASS_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _MAX_ERROR_TEXT = 200

@@ -10,8 +10,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 
-from policies.spec import SeasonalForecast
-from policies.types import SeasonalHistory
+from scalectl.policies.spec import SeasonalForecast
+from scalectl.policies.types import SeasonalHistory
 
 
 class DemandHistory:

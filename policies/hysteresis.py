@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from policies.spec import ReactiveRules
+from scalectl.policies.spec import ReactiveRules
 
 WINDOW, IN_AT, IN_TO = "hysteresis.window", "hysteresis.in_at", "hysteresis.in_to"
 IN_FROM = "hysteresis.in_from"  # the count the watched scale-ins started from (the most released)

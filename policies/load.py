@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.common import num
-from policies.types import Signals
+from scalectl.policies.common import num
+from scalectl.policies.types import Signals
 
 UNIT = "in flight"
 

@@ -29,10 +29,10 @@ to max(floor, ceil(peak depth / qpi)). The ``below`` clock then restarts.
 
 from __future__ import annotations
 
-from policies import tracking
-from policies.common import ceil_count, dur, latency, num
-from policies.spec import MinFloorPolicy, ReactiveRules
-from policies.types import Decision, PolicyInput, PolicyState
+from scalectl.policies import tracking
+from scalectl.policies.common import ceil_count, dur, latency, num
+from scalectl.policies.spec import MinFloorPolicy, ReactiveRules
+from scalectl.policies.types import Decision, PolicyInput, PolicyState
 
 QUEUE_OVER = "queue_over"
 TTFT_OVER = "ttft_over"

@@ -21,12 +21,12 @@ coupling: its stabilisation window and the max() do the same.
 
 from __future__ import annotations
 
-from policies import min_floor, tracking
-from policies.common import ceil_count, dur, num
-from policies.load import UNIT
-from policies.schedule import active_window
-from policies.spec import PredictivePolicy
-from policies.types import Decision, PolicyInput
+from scalectl.policies import min_floor, tracking
+from scalectl.policies.common import ceil_count, dur, num
+from scalectl.policies.load import UNIT
+from scalectl.policies.schedule import active_window
+from scalectl.policies.spec import PredictivePolicy
+from scalectl.policies.types import Decision, PolicyInput
 
 DEFAULT_LEAD_TIME_S = 300.0
 

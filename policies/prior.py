@@ -1,6 +1,6 @@
 """The prior for capacity per instance: the requests one server runs at once, as `scalectl plan` sizes it.
 
-vLLM admits up to ``--max-num-seqs`` sequences (the sizing rules set it to 2× ``serving.target_concurrency``,
+vLLM admits up to ``--max-num-seqs`` sequences (the sizing rules set it to 2× ``scalectl.serving.target_concurrency``,
 capped at the KV-cache slots); every request beyond that waits, and its TTFT grows with the wait. Poisson
 arrivals fill the last slots only in bursts, and a fuller batch makes every decode step slower, so queueing
 starts before the limit: at about ``KNEE_SHARE`` of it (the calibrated instance model breaks between 80%
@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from sizing.engine import launched_engine
-from sizing.errors import SizingError
-from sizing.gpus import UnknownGpu
-from sizing.plan import make_plan
-from sizing.spec import ServingSpec
-from sizing.vllm_args import max_num_seqs
+from scalectl.sizing.engine import launched_engine
+from scalectl.sizing.errors import SizingError
+from scalectl.sizing.gpus import UnknownGpu
+from scalectl.sizing.plan import make_plan
+from scalectl.sizing.spec import ServingSpec
+from scalectl.sizing.vllm_args import max_num_seqs
 
 KNEE_SHARE = 0.8
 

@@ -11,15 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from policies import min_floor, predictive, scale_to_zero
-from policies.spec import (
+from scalectl.policies import min_floor, predictive, scale_to_zero
+from scalectl.policies.spec import (
     ExternalPolicy,
     MinFloorPolicy,
     PredictivePolicy,
     ScaleToZeroPolicy,
     SeasonalForecast,
 )
-from policies.types import Decision, PolicyInput
+from scalectl.policies.types import Decision, PolicyInput
 
 
 @dataclass(frozen=True, slots=True)

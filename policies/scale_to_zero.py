@@ -19,10 +19,10 @@ There a trickle is served in rounds: the tier may go to 0 while the last worker 
 
 from __future__ import annotations
 
-from policies import batch
-from policies.common import ceil_count, dur, num
-from policies.spec import ScaleToZeroPolicy
-from policies.types import Decision, PolicyInput, PolicyState
+from scalectl.policies import batch
+from scalectl.policies.common import ceil_count, dur, num
+from scalectl.policies.spec import ScaleToZeroPolicy
+from scalectl.policies.types import Decision, PolicyInput, PolicyState
 
 QUEUE_OVER = "queue_over"
 IDLE = "idle"

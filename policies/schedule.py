@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 from croniter import croniter
 
-from policies.spec import ScheduleWindow
+from scalectl.policies.spec import ScheduleWindow
 
 # Days examined per call: today and as many following days as a long lead time reaches.
 _MAX_DAYS = 400

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from policies.durations import Duration
-from policies.tunable import tunable
+from scalectl.policies.durations import Duration
+from scalectl.policies.tunable import tunable
 
 
 class _Strict(BaseModel):

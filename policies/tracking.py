@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from policies import boot, hysteresis, ramp
-from policies.burst import burst_rate
-from policies.capacity import (
+from scalectl.policies import boot, hysteresis, ramp
+from scalectl.policies.burst import burst_rate
+from scalectl.policies.capacity import (
     SMALL_FLEET,
     TOO_LITTLE,
     CapacityEstimate,
@@ -38,10 +38,10 @@ from policies.capacity import (
     service_time_waiting,
     small_fleet_capacity,
 )
-from policies.common import ceil_count, dur, latency, num
-from policies.load import Load, computed_tokens, load_of, offered, rate_text
-from policies.spec import ReactiveRules
-from policies.types import Decision, PolicyInput, PolicyState, Signals
+from scalectl.policies.common import ceil_count, dur, latency, num
+from scalectl.policies.load import Load, computed_tokens, load_of, offered, rate_text
+from scalectl.policies.spec import ReactiveRules
+from scalectl.policies.types import Decision, PolicyInput, PolicyState, Signals
 
 DRAIN_S = 120.0  # a backlog met by a breach is served within about one boot
 KNOWN = "load_known"  # since when the load has been known without a gap

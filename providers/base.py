@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar, Protocol, runtime_checkable
 
-from sizing.server import ServerDescription
+from scalectl.sizing.server import ServerDescription
 
 
 class Capacity(StrEnum):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from providers.base import Capacity, LaunchSpec
-from providers.errors import InvalidRequest
-from providers.tagging import validate_key
-from serving.bootstrap.container import ContainerLaunch
+from scalectl.providers.base import Capacity, LaunchSpec
+from scalectl.providers.errors import InvalidRequest
+from scalectl.providers.tagging import validate_key
+from scalectl.serving.bootstrap.container import ContainerLaunch
 
 KEY_ENV = "SCALECTL_KEY"
 CAPACITY_ENV = "SCALECTL_CAPACITY"

@@ -24,8 +24,8 @@ from typing import Any, TypeVar
 import httpx
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from clocks import Clock
-from providers.errors import (
+from scalectl.clocks import Clock
+from scalectl.providers.errors import (
     AuthFailed,
     BudgetExhausted,
     InstanceNotFound,
@@ -35,9 +35,9 @@ from providers.errors import (
     RateLimited,
     Transient,
 )
-from providers.pacing import RATELIMIT_RESET, Pacer, RequestBudget
-from providers.registry import ProviderConfig
-from providers.secrets import MissingCredential, Secret, load_secret
+from scalectl.providers.pacing import RATELIMIT_RESET, Pacer, RequestBudget
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.secrets import MissingCredential, Secret, load_secret
 
 log = logging.getLogger(__name__)
 

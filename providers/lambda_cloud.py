@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from clocks import Clock
-from providers.base import (
+from scalectl.clocks import Clock
+from scalectl.providers.base import (
     BootstrapForm,
     Capacity,
     GpuRequest,
@@ -27,7 +27,7 @@ from providers.base import (
     ProviderCapabilities,
     ProviderInstance,
 )
-from providers.errors import (
+from scalectl.providers.errors import (
     AuthFailed,
     InstanceNotFound,
     InsufficientCapacity,
@@ -35,13 +35,13 @@ from providers.errors import (
     ProviderError,
     QuotaExceeded,
 )
-from providers.http import ApiClient, ApiKey, HttpFailure, Pacer, RetryPolicy, classify_status, shared_status
-from providers.registry import ProviderConfig
-from providers.status import map_status
-from providers.tagging import key_from_name, validate_key
-from serving.bootstrap.cloud_init import CloudConfig
-from sizing.gpus import UnknownGpu, normalize_gpu
-from sizing.server import ServerDescription
+from scalectl.providers.http import ApiClient, ApiKey, HttpFailure, Pacer, RetryPolicy, classify_status, shared_status
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.status import map_status
+from scalectl.providers.tagging import key_from_name, validate_key
+from scalectl.serving.bootstrap.cloud_init import CloudConfig
+from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
+from scalectl.sizing.server import ServerDescription
 
 DEFAULT_BASE_URL = "https://cloud.lambdalabs.com/api/v1"
 LAUNCH_PATH = "/instance-operations/launch"

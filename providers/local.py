@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from clocks import Clock
-from providers.base import (
+from scalectl.clocks import Clock
+from scalectl.providers.base import (
     BootstrapForm,
     Capacity,
     GpuRequest,
@@ -36,11 +36,11 @@ from providers.base import (
     ProviderCapabilities,
     ProviderInstance,
 )
-from providers.errors import InstanceNotFound, InvalidRequest, ListingIncomplete, Transient
-from providers.registry import ProviderConfig
-from serving.bootstrap.standin import standin_args
-from sizing.gpus import GPUS, UnknownGpu, normalize_gpu
-from sizing.server import ServerDescription
+from scalectl.providers.errors import InstanceNotFound, InvalidRequest, ListingIncomplete, Transient
+from scalectl.providers.registry import ProviderConfig
+from scalectl.serving.bootstrap.standin import standin_args
+from scalectl.sizing.gpus import GPUS, UnknownGpu, normalize_gpu
+from scalectl.sizing.server import ServerDescription
 
 DEFAULT_STATE_DIR = "~/.local/state/scalectl/local-provider"
 HOST = "127.0.0.1"

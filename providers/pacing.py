@@ -7,7 +7,7 @@ import re
 from collections import deque
 from collections.abc import Mapping
 
-from clocks import Clock
+from scalectl.clocks import Clock
 
 RATELIMIT_RESET = re.compile(r"(?:^|[;,\s])(?:reset|t)\s*=\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
 RATELIMIT_REMAINING = re.compile(r"(?:^|[;,\s])(?:remaining|r)\s*=\s*(\d+)", re.IGNORECASE)

@@ -7,19 +7,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from clocks import Clock
-from providers.base import Provider, ProviderCapabilities
+from scalectl.clocks import Clock
+from scalectl.providers.base import Provider, ProviderCapabilities
 
 # type name -> "module:Class". The class takes (config: ProviderConfig, clock: Clock).
 ADAPTERS: dict[str, str] = {
-    "simulated": "providers.simulated:SimulatedCloud",
-    "simulated-remote": "providers.simulated.remote:RemoteSimulatedCloud",
-    "local": "providers.local:LocalProvider",
-    "spheron": "providers.spheron:SpheronProvider",
-    "lambda": "providers.lambda_cloud:LambdaProvider",
-    "runpod": "providers.runpod:RunPodProvider",
-    "vastai": "providers.vastai:VastAIProvider",
-    "aws": "providers.aws:AwsEc2Provider",
+    "simulated": "scalectl.providers.simulated:SimulatedCloud",
+    "simulated-remote": "scalectl.providers.simulated.remote:RemoteSimulatedCloud",
+    "local": "scalectl.providers.local:LocalProvider",
+    "spheron": "scalectl.providers.spheron:SpheronProvider",
+    "lambda": "scalectl.providers.lambda_cloud:LambdaProvider",
+    "runpod": "scalectl.providers.runpod:RunPodProvider",
+    "vastai": "scalectl.providers.vastai:VastAIProvider",
+    "aws": "scalectl.providers.aws:AwsEc2Provider",
 }
 
 
@@ -38,7 +38,7 @@ class ProviderConfig:
 # type name -> "module:function" that checks a provider's ``options`` when the configuration is loaded
 # (raises ValueError saying what to fix), so a missing option fails `scalectl apply`, not the first create.
 OPTION_CHECKS: dict[str, str] = {
-    "spheron": "providers.spheron:check_options",
+    "spheron": "scalectl.providers.spheron:check_options",
 }
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from providers.base import InstanceStatus
+from scalectl.providers.base import InstanceStatus
 
 
 def map_status(raw: str | None, table: Mapping[str, InstanceStatus]) -> InstanceStatus:

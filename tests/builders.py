@@ -13,9 +13,9 @@ from typing import Any
 
 import yaml
 
-from controller.store.models import InstanceRecord
-from domain.instance import InstanceState
-from tiers.config import FleetConfig, TierSpec, parse_config
+from scalectl.controller.store.models import InstanceRecord
+from scalectl.domain.instance import InstanceState
+from scalectl.tiers.config import FleetConfig, TierSpec, parse_config
 
 H100 = "H100-SXM5-80GB"
 Specs = Mapping[str, Mapping[str, Any]]  # name -> fields, as in the YAML file

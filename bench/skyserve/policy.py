@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from policies.types import Bounds, Signals
+from scalectl.policies.types import Bounds, Signals
 
 WORKER = Path(__file__).with_name("worker.py")
 

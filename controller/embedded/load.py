@@ -2,7 +2,7 @@
 batch tier, as a fluid model over the instances the simulated cloud has running.
 
 This is a demo source, not the simulator (which replays requests one by one), but its latencies come from
-the same engine model (``sizing.engine``) as the simulator and the vLLM stand-in, for the engine the
+the same engine model (``scalectl.sizing.engine``) as the simulator and the vLLM stand-in, for the engine the
 daemon would launch on each bundled tier's GPU.
 """
 
@@ -12,15 +12,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from clocks import Clock
-from controller.embedded import bundled_tiers_text
-from policies.prior import admitted_sequences
-from policies.types import Signals
-from providers.simulated import SimulatedCloud
-from sizing.engine import EngineProfile, launched_engine
-from sources.reading import TierReading
-from sources.spec import SignalsSpec
-from tiers.config import parse_config
+from scalectl.clocks import Clock
+from scalectl.controller.embedded import bundled_tiers_text
+from scalectl.policies.prior import admitted_sequences
+from scalectl.policies.types import Signals
+from scalectl.providers.simulated import SimulatedCloud
+from scalectl.sizing.engine import EngineProfile, launched_engine
+from scalectl.sources.reading import TierReading
+from scalectl.sources.spec import SignalsSpec
+from scalectl.tiers.config import parse_config
 
 # A demo session's request: prompt and answer (tokens), and the quantiles of a standard normal the
 # client overhead (lognormal) is read at for TTFT p50 / p95 / p99.

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from sources.reading import SignalSource, TierReading
-from sources.spec import SignalsSpec, has_source
-from tiers.config import FleetConfig
+from scalectl.sources.reading import SignalSource, TierReading
+from scalectl.sources.spec import SignalsSpec, has_source
+from scalectl.tiers.config import FleetConfig
 
 
 def reads_synthetic_load(fleet: FleetConfig, tier: str) -> bool:

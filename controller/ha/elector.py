@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from clocks import Clock
-from controller.ha.lease import Identity, LeadershipLost, Term
-from controller.ha.lease_store import LeaseStore
-from controller.store.errors import one_line
+from scalectl.clocks import Clock
+from scalectl.controller.ha.lease import Identity, LeadershipLost, Term
+from scalectl.controller.ha.lease_store import LeaseStore
+from scalectl.controller.store.errors import one_line
 
 log = logging.getLogger("scalectl.ha")
 

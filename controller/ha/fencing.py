@@ -16,8 +16,8 @@ from typing import Any, Protocol, TypeVar
 from sqlalchemy import event
 from sqlalchemy.orm import Session, sessionmaker
 
-from controller.provider_proxy import ProviderProxy, as_provider
-from providers.base import Provider
+from scalectl.controller.provider_proxy import ProviderProxy, as_provider
+from scalectl.providers.base import Provider
 
 T = TypeVar("T")
 

@@ -16,8 +16,8 @@ from sqlalchemy import CursorResult, Engine, delete, insert, select, text, updat
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from controller.ha.lease import GLOBAL_LEASE, Identity, LeadershipLost, Lease, Term
-from controller.store.models import LeaderLeaseRecord, ReplicaRecord
+from scalectl.controller.ha.lease import GLOBAL_LEASE, Identity, LeadershipLost, Lease, Term
+from scalectl.controller.store.models import LeaderLeaseRecord, ReplicaRecord
 
 log = logging.getLogger(__name__)
 

@@ -13,16 +13,16 @@ from collections.abc import Callable, Iterable
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from clocks import Clock
-from controller.ha.elector import LeaderElector, LeadershipChange
-from controller.ha.file_lock import SqliteDaemonLock, sqlite_path
-from controller.ha.lease import GLOBAL_LEASE, Identity, renew_interval
-from controller.ha.lease_store import LeaseStore, lease_of
-from controller.ha.replica_view import ReplicaSeen, ReplicaView
-from controller.ha.shard_elector import ShardElector
-from controller.ha.shards import TIER_LEASE_PREFIX, TickScope
-from controller.store.errors import one_line
-from controller.store.models import EventRecord, LeaderLeaseRecord, ReplicaRecord
+from scalectl.clocks import Clock
+from scalectl.controller.ha.elector import LeaderElector, LeadershipChange
+from scalectl.controller.ha.file_lock import SqliteDaemonLock, sqlite_path
+from scalectl.controller.ha.lease import GLOBAL_LEASE, Identity, renew_interval
+from scalectl.controller.ha.lease_store import LeaseStore, lease_of
+from scalectl.controller.ha.replica_view import ReplicaSeen, ReplicaView
+from scalectl.controller.ha.shard_elector import ShardElector
+from scalectl.controller.ha.shards import TIER_LEASE_PREFIX, TickScope
+from scalectl.controller.store.errors import one_line
+from scalectl.controller.store.models import EventRecord, LeaderLeaseRecord, ReplicaRecord
 
 log = logging.getLogger("scalectl.ha")
 __all__ = ["Replica", "ReplicaView", "read_replicas"]

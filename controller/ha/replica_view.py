@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.ha.lease import Lease
+from scalectl.controller.ha.lease import Lease
 
 
 @dataclass(frozen=True)

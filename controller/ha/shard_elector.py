@@ -18,12 +18,12 @@ from collections.abc import Callable, Iterable
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from clocks import Clock
-from controller.ha.elector import LeadershipChange
-from controller.ha.lease import Identity, LeadershipLost, Term
-from controller.ha.lease_store import LeaseStore
-from controller.ha.shards import HOUSEKEEPING, TickScope, owner_of, tier_lease, tier_of_lease
-from controller.store.errors import one_line
+from scalectl.clocks import Clock
+from scalectl.controller.ha.elector import LeadershipChange
+from scalectl.controller.ha.lease import Identity, LeadershipLost, Term
+from scalectl.controller.ha.lease_store import LeaseStore
+from scalectl.controller.ha.shards import HOUSEKEEPING, TickScope, owner_of, tier_lease, tier_of_lease
+from scalectl.controller.store.errors import one_line
 
 log = logging.getLogger("scalectl.ha")
 

@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from controller.ha.lease import GLOBAL_LEASE
+from scalectl.controller.ha.lease import GLOBAL_LEASE
 
 # Sharded, the one global lease is the housekeeping lease: its holder deletes orphans and prunes history.
 HOUSEKEEPING = GLOBAL_LEASE

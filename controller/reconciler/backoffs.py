@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Collection
 
-from controller.reconciler.placement import PROVIDER_UNAVAILABLE_FOR, UNAVAILABLE_FOR, UnavailableOffers
-from controller.store.history import FailureHistory
-from providers.base import Capacity, Offer
+from scalectl.controller.reconciler.placement import PROVIDER_UNAVAILABLE_FOR, UNAVAILABLE_FOR, UnavailableOffers
+from scalectl.controller.store.history import FailureHistory
+from scalectl.providers.base import Capacity, Offer
 
 SPOT_BACKOFF_AFTER = 3  # interruptions within the window that switch a tier to its fallback
 SPOT_BACKOFF_WINDOW = 1800.0

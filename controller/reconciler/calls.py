@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from sqlalchemy.exc import DBAPIError
 
-from providers.errors import ProviderError
+from scalectl.providers.errors import ProviderError
 
 log = logging.getLogger("scalectl.reconciler")
 T = TypeVar("T")
@@ -21,7 +21,7 @@ class Calls:
         self._limit = asyncio.Semaphore(max_concurrent)
 
     async def call(self, awaitable: Awaitable[T]) -> T | BaseException:
-        """The result, or the exception that ended the call. Provider errors (``providers.errors``) are
+        """The result, or the exception that ended the call. Provider errors (``scalectl.providers.errors``) are
         expected answers: the caller handles them. So is a store that went away under a hook that reads it
         (one line, as for a tick). Anything else is a bug in an adapter or a hook: it is
         logged with its traceback and then answered like a failure of this one call, because one buggy

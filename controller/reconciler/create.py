@@ -8,19 +8,19 @@ import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from controller.reconciler.backoffs import Backoffs
-from controller.reconciler.calls import Calls, one_line
-from controller.reconciler.offers import TierOffers
-from controller.reconciler.plan import Create, plan_creates
-from controller.reconciler.record import Recorder
-from controller.reconciler.sync import adopt
-from controller.reconciler.tick import Tick, by_tier
-from domain.instance import Instance, InstanceState
-from providers.base import Capacity, LaunchSpec, Offer, Provider, ProviderInstance
-from providers.errors import AuthFailed, InsufficientCapacity, ProviderError, QuotaExceeded, RateLimited
-from providers.tagging import TIER_TAG
-from sizing.server import ServerDescription
-from tiers.config import TierSpec
+from scalectl.controller.reconciler.backoffs import Backoffs
+from scalectl.controller.reconciler.calls import Calls, one_line
+from scalectl.controller.reconciler.offers import TierOffers
+from scalectl.controller.reconciler.plan import Create, plan_creates
+from scalectl.controller.reconciler.record import Recorder
+from scalectl.controller.reconciler.sync import adopt
+from scalectl.controller.reconciler.tick import Tick, by_tier
+from scalectl.domain.instance import Instance, InstanceState
+from scalectl.providers.base import Capacity, LaunchSpec, Offer, Provider, ProviderInstance
+from scalectl.providers.errors import AuthFailed, InsufficientCapacity, ProviderError, QuotaExceeded, RateLimited
+from scalectl.providers.tagging import TIER_TAG
+from scalectl.sizing.server import ServerDescription
+from scalectl.tiers.config import TierSpec
 
 ServerFor = Callable[[str, TierSpec], ServerDescription]  # what a tier's launches carry
 MAX_PLACEMENT_ROUNDS = 3  # failover attempts within one tick after no-capacity answers

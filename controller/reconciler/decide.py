@@ -6,15 +6,15 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from policies.boot import boot_time
-from policies.external import load_external_policy
-from policies.history import DemandHistory
-from policies.predictive import lead_time_of
-from policies.prior import capacity_prior, compute_prior
-from policies.registry import forecast_of
-from policies.spec import ExternalPolicy
-from policies.types import Bounds, Decision, PolicyInput, SeasonalHistory
-from tiers.config import TierSpec
+from scalectl.policies.boot import boot_time
+from scalectl.policies.external import load_external_policy
+from scalectl.policies.history import DemandHistory
+from scalectl.policies.predictive import lead_time_of
+from scalectl.policies.prior import capacity_prior, compute_prior
+from scalectl.policies.registry import forecast_of
+from scalectl.policies.spec import ExternalPolicy
+from scalectl.policies.types import Bounds, Decision, PolicyInput, SeasonalHistory
+from scalectl.tiers.config import TierSpec
 
 DecideFn = Callable[[Any, PolicyInput, Bounds, Any], Decision]
 
@@ -41,7 +41,7 @@ class PolicyRunner:
 
     def __init__(self, decide: DecideFn | None = None):
         if decide is None:
-            from policies.engine import decide as engine_decide
+            from scalectl.policies.engine import decide as engine_decide
 
             decide = engine_decide
         self._decide = decide

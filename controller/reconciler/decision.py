@@ -10,15 +10,15 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from clocks import Clock
-from controller.reconciler.calls import one_line
-from controller.reconciler.decide import PolicyRunner, bounds_for
-from controller.reconciler.tick import Tick
-from controller.store.repository import Store
-from domain.instance import Instance, InstanceState
-from policies.types import PolicyInput, PolicyState, Signals
-from sources.reading import SignalSource, TierReading
-from tiers.config import TierSpec
+from scalectl.clocks import Clock
+from scalectl.controller.reconciler.calls import one_line
+from scalectl.controller.reconciler.decide import PolicyRunner, bounds_for
+from scalectl.controller.reconciler.tick import Tick
+from scalectl.controller.store.repository import Store
+from scalectl.domain.instance import Instance, InstanceState
+from scalectl.policies.types import PolicyInput, PolicyState, Signals
+from scalectl.sources.reading import SignalSource, TierReading
+from scalectl.tiers.config import TierSpec
 
 log = logging.getLogger("scalectl.reconciler")
 # How stale a restart (or another daemon taking the tier over) may find what the policy learned. Those

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from controller.reconciler.calls import Calls, one_line
-from controller.reconciler.sync import Listings
-from controller.reconciler.tick import Tick
-from controller.store.instances import LIVE_STATES
-from providers.base import InstanceStatus, Provider
+from scalectl.controller.reconciler.calls import Calls, one_line
+from scalectl.controller.reconciler.sync import Listings
+from scalectl.controller.reconciler.tick import Tick
+from scalectl.controller.store.instances import LIVE_STATES
+from scalectl.providers.base import InstanceStatus, Provider
 
 # Listed instances that need nothing more. A FAILED one is not among them: a crashed server's machine or
 # deployment record can still exist (and bill) at the provider until it is deleted.

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from domain.instance import NOTICED, Instance, InstanceState
-from providers.base import InstanceStatus, ProviderInstance
-from tiers.config import TierSpec
+from scalectl.domain.instance import NOTICED, Instance, InstanceState
+from scalectl.providers.base import InstanceStatus, ProviderInstance
+from scalectl.tiers.config import TierSpec
 
 S = InstanceState
 

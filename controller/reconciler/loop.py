@@ -11,32 +11,39 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from clocks import Clock
-from controller.ha.shards import TickScope
-from controller.reconciler.backoffs import Backoffs
-from controller.reconciler.calls import Calls
-from controller.reconciler.create import CreatePhase, PendingCreate, ServerFor
-from controller.reconciler.decide import PolicyRunner
-from controller.reconciler.decision import DecidePhase
-from controller.reconciler.fleet_budget import FleetBudget
-from controller.reconciler.garbage import collect_garbage
-from controller.reconciler.offers import TierOffers
-from controller.reconciler.placement import UNAVAILABLE_FOR
-from controller.reconciler.plan import NO_PLACEMENT, SPOT_WAIT, Create, Plan, instance_price, plan_tier
-from controller.reconciler.record import Recorder
-from controller.reconciler.replace import hand_backs, offers_to_avoid, unreplaced_notices
-from controller.reconciler.report import TickReport, TierTick
-from controller.reconciler.request_counts import RequestCounts
-from controller.reconciler.retire import NOTICE_DRAIN_MAX, DrainCheck, RetirePhase, RouteRemove, Routes, RouteUpdate
-from controller.reconciler.rollouts import Rollouts
-from controller.reconciler.sync import ReadinessCheck, SyncPhase
-from controller.reconciler.tick import Tick, by_tier
-from controller.store.instances import FleetShare
-from controller.store.repository import Store
-from domain.instance import Instance, InstanceState
-from providers.base import Capacity, Provider
-from sources.reading import SignalSource, TierReading
-from tiers.config import TierSpec
+from scalectl.clocks import Clock
+from scalectl.controller.ha.shards import TickScope
+from scalectl.controller.reconciler.backoffs import Backoffs
+from scalectl.controller.reconciler.calls import Calls
+from scalectl.controller.reconciler.create import CreatePhase, PendingCreate, ServerFor
+from scalectl.controller.reconciler.decide import PolicyRunner
+from scalectl.controller.reconciler.decision import DecidePhase
+from scalectl.controller.reconciler.fleet_budget import FleetBudget
+from scalectl.controller.reconciler.garbage import collect_garbage
+from scalectl.controller.reconciler.offers import TierOffers
+from scalectl.controller.reconciler.placement import UNAVAILABLE_FOR
+from scalectl.controller.reconciler.plan import NO_PLACEMENT, SPOT_WAIT, Create, Plan, instance_price, plan_tier
+from scalectl.controller.reconciler.record import Recorder
+from scalectl.controller.reconciler.replace import hand_backs, offers_to_avoid, unreplaced_notices
+from scalectl.controller.reconciler.report import TickReport, TierTick
+from scalectl.controller.reconciler.request_counts import RequestCounts
+from scalectl.controller.reconciler.retire import (
+    NOTICE_DRAIN_MAX,
+    DrainCheck,
+    RetirePhase,
+    RouteRemove,
+    Routes,
+    RouteUpdate,
+)
+from scalectl.controller.reconciler.rollouts import Rollouts
+from scalectl.controller.reconciler.sync import ReadinessCheck, SyncPhase
+from scalectl.controller.reconciler.tick import Tick, by_tier
+from scalectl.controller.store.instances import FleetShare
+from scalectl.controller.store.repository import Store
+from scalectl.domain.instance import Instance, InstanceState
+from scalectl.providers.base import Capacity, Provider
+from scalectl.sources.reading import SignalSource, TierReading
+from scalectl.tiers.config import TierSpec
 
 __all__ = ["NOTICE_DRAIN_MAX", "Reconciler", "TickReport", "TierTick"]
 OFFERS_TTL = 60.0

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from clocks import Clock
-from controller.offers import OfferCache
-from controller.reconciler.calls import Calls, one_line
-from providers.base import GpuRequest, Offer, Provider
-from tiers.config import TierSpec
+from scalectl.clocks import Clock
+from scalectl.controller.offers import OfferCache
+from scalectl.controller.reconciler.calls import Calls, one_line
+from scalectl.providers.base import GpuRequest, Offer, Provider
+from scalectl.tiers.config import TierSpec
 
 
 class TierOffers:

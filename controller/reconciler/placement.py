@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.base import Capacity, Offer
-from tiers.config import TierSpec
+from scalectl.providers.base import Capacity, Offer
+from scalectl.tiers.config import TierSpec
 
 UNAVAILABLE_FOR = 180.0  # seconds an offer is skipped after a no-capacity answer
 PROVIDER_UNAVAILABLE_FOR = 600.0  # seconds a provider is skipped after a quota or credentials refusal

@@ -7,16 +7,16 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from controller.reconciler import placement, scale
-from controller.reconciler.backoffs import Backoffs
-from controller.reconciler.decide import tier_price_per_hour
-from controller.reconciler.fleet_budget import FleetBudget
-from controller.reconciler.replace import OfferKey, noticed
-from controller.reconciler.rollout import RolloutView, drifted, voluntary_disruptions
-from domain.instance import Instance, InstanceState
-from providers.base import Capacity, Offer
-from tiers.config import TierSpec
-from tiers.disruption import active_budget
+from scalectl.controller.reconciler import placement, scale
+from scalectl.controller.reconciler.backoffs import Backoffs
+from scalectl.controller.reconciler.decide import tier_price_per_hour
+from scalectl.controller.reconciler.fleet_budget import FleetBudget
+from scalectl.controller.reconciler.replace import OfferKey, noticed
+from scalectl.controller.reconciler.rollout import RolloutView, drifted, voluntary_disruptions
+from scalectl.domain.instance import Instance, InstanceState
+from scalectl.providers.base import Capacity, Offer
+from scalectl.tiers.config import TierSpec
+from scalectl.tiers.disruption import active_budget
 
 NO_PLACEMENT = "no-placement"  # the note when capacity (offers, their room, the budget) runs out
 SPOT_WAIT = "spot-wait"  # the note while a spot tier waits ``fallback_after`` before falling back

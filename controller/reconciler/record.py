@@ -6,9 +6,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from controller.reconciler.decision import TierDecision
-from controller.reconciler.tick import Tick
-from sources.reading import SignalSource, TierReading
+from scalectl.controller.reconciler.decision import TierDecision
+from scalectl.controller.reconciler.tick import Tick
+from scalectl.sources.reading import SignalSource, TierReading
 
 ACTIVATOR = "activator"  # the source of the figures the activator gives a tier at zero (controller/activation.py)
 

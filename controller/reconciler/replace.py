@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from domain.instance import Instance, InstanceState
-from providers.base import Capacity
+from scalectl.domain.instance import Instance, InstanceState
+from scalectl.providers.base import Capacity
 
 OfferKey = tuple[str, str, str]  # (provider, offer id, capacity)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from policies.types import Signals
+from scalectl.policies.types import Signals
 
 
 @dataclass

@@ -6,12 +6,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 
-from controller.reconciler.calls import Calls, one_line
-from controller.reconciler.tick import Tick, by_tier
-from domain.instance import Instance, InstanceState
-from providers.base import Provider
-from providers.errors import InstanceNotFound
-from tiers.config import TierSpec
+from scalectl.controller.reconciler.calls import Calls, one_line
+from scalectl.controller.reconciler.tick import Tick, by_tier
+from scalectl.domain.instance import Instance, InstanceState
+from scalectl.providers.base import Provider
+from scalectl.providers.errors import InstanceNotFound
+from scalectl.tiers.config import TierSpec
 
 log = logging.getLogger("scalectl.reconciler")
 DrainCheck = Callable[[Instance], Awaitable[float | None]]  # requests still running, None unknown

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from domain.instance import Instance, InstanceState
-from domain.rollout import RolloutControl
+from scalectl.domain.instance import Instance, InstanceState
+from scalectl.domain.rollout import RolloutControl
 
 __all__ = ["RolloutControl", "RolloutView", "drifted", "voluntary_disruptions"]
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from controller.reconciler.record import Recorder
-from controller.reconciler.rollout import RolloutView, drifted
-from controller.reconciler.tick import Tick
-from controller.store.repository import Store
-from domain.instance import Instance
-from tiers.config import TierSpec
-from tiers.server import server_hash
+from scalectl.controller.reconciler.record import Recorder
+from scalectl.controller.reconciler.rollout import RolloutView, drifted
+from scalectl.controller.reconciler.tick import Tick
+from scalectl.controller.store.repository import Store
+from scalectl.domain.instance import Instance
+from scalectl.tiers.config import TierSpec
+from scalectl.tiers.server import server_hash
 
 ROLLOUT_STOPPED = "rollout-stopped"
 

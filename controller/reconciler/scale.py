@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from domain.instance import NOT_READY, Instance, InstanceState
+from scalectl.domain.instance import NOT_READY, Instance, InstanceState
 
 
 def counted(instances: Sequence[Instance]) -> list[Instance]:

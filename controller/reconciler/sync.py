@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 
-from controller.reconciler import lifecycle
-from controller.reconciler.backoffs import CRASH_WITHIN, Backoffs
-from controller.reconciler.calls import Calls, one_line
-from controller.reconciler.tick import Tick
-from controller.store.history import CRASH_BACKOFF
-from domain.instance import NOTICED, Instance, InstanceEvent, InstanceState
-from providers.base import Provider, ProviderInstance
-from providers.errors import InstanceNotFound
-from tiers.config import TierSpec
+from scalectl.controller.reconciler import lifecycle
+from scalectl.controller.reconciler.backoffs import CRASH_WITHIN, Backoffs
+from scalectl.controller.reconciler.calls import Calls, one_line
+from scalectl.controller.reconciler.tick import Tick
+from scalectl.controller.store.history import CRASH_BACKOFF
+from scalectl.domain.instance import NOTICED, Instance, InstanceEvent, InstanceState
+from scalectl.providers.base import Provider, ProviderInstance
+from scalectl.providers.errors import InstanceNotFound
+from scalectl.tiers.config import TierSpec
 
 S = InstanceState
 ReadinessCheck = Callable[[TierSpec, Instance], Awaitable[tuple[bool, str]]]

@@ -7,12 +7,12 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from controller.reconciler.fleet_budget import FleetBudget
-from controller.reconciler.report import TickReport
-from controller.reconciler.rollout import RolloutControl
-from controller.store.unit_of_work import UnitOfWork
-from domain.instance import Instance, InstanceEvent
-from tiers.config import TierSpec
+from scalectl.controller.reconciler.fleet_budget import FleetBudget
+from scalectl.controller.reconciler.report import TickReport
+from scalectl.controller.reconciler.rollout import RolloutControl
+from scalectl.controller.store.unit_of_work import UnitOfWork
+from scalectl.domain.instance import Instance, InstanceEvent
+from scalectl.tiers.config import TierSpec
 
 
 @dataclass

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from controller.store.models import EventRecord, InstanceRecord
+from scalectl.controller.store.models import EventRecord, InstanceRecord
 
 # Event kinds the reconciler writes, read back here (instance events carry the instance's key).
 NO_CAPACITY = "no-capacity"

@@ -1,6 +1,6 @@
 """Instances in the store: the row ↔ entity mapper and the repository a unit of work hands out.
 
-The entity (``domain.instance.Instance``) is what the reconciler changes; the row is how it is stored.
+The entity (``scalectl.domain.instance.Instance``) is what the reconciler changes; the row is how it is stored.
 Loaded entities are tracked with their rows; ``flush`` writes every tracked entity back."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy import Select, func, insert, select, update
 from sqlalchemy.orm import Session
 
-from controller.store.live_rows import LiveRowsCache
-from controller.store.models import InstanceRecord
-from domain.instance import LIVE, Instance, InstanceState, is_counted
+from scalectl.controller.store.live_rows import LiveRowsCache
+from scalectl.controller.store.models import InstanceRecord
+from scalectl.domain.instance import LIVE, Instance, InstanceState, is_counted
 
 LIVE_STATES = tuple(sorted(s.value for s in LIVE))  # for queries by state (the simulator uses it too)
 _FIELDS = tuple(f.name for f in dataclasses.fields(Instance))

@@ -12,7 +12,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine
 
-import migrations
+from scalectl import migrations
 
 
 def alembic_config(engine: Engine) -> Config:

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import JSON, Boolean, Float, Index, Integer, MetaData, String, Text, false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from domain.instance import InstanceState
+from scalectl.domain.instance import InstanceState
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -46,8 +46,8 @@ class PolicyStateRecord(Base):
 
 
 class InstanceRecord(Base):
-    """The stored form of a ``domain.instance.Instance`` (``controller.store.instances`` maps one onto the
-    other). The row (with its key) is committed before the provider is called."""
+    """The stored form of a ``scalectl.domain.instance.Instance`` (``scalectl.controller.store.instances`` maps
+    one onto the other). The row (with its key) is committed before the provider is called."""
 
     __tablename__ = "instances"
     key: Mapped[str] = mapped_column(String(63), primary_key=True)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
-from controller.settings import Settings
-from controller.store.db import make_engine
-from controller.store.repository import Store
-from controller.store.revisions import script_heads
+from scalectl.controller.settings import Settings
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.repository import Store
+from scalectl.controller.store.revisions import script_heads
 
 __all__ = ["database_revisions", "open_store", "script_heads"]
 
@@ -25,7 +25,7 @@ def database_revisions(engine: Engine) -> set[str]:
 def open_store(settings: Settings, *, migrate: bool = True) -> Store:
     engine = make_engine(settings.resolved_database_url())
     if migrate and database_revisions(engine) != script_heads():
-        from controller.store.migrate import upgrade
+        from scalectl.controller.store.migrate import upgrade
 
         upgrade(engine)
     return Store(engine)

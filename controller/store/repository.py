@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from sqlalchemy import Engine, Select, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
-from controller.store.db import make_sessionmaker
-from controller.store.history import FailureHistory, failure_history
-from controller.store.instances import LIVE_STATES, live_groups_query
-from controller.store.live_rows import LiveRowsCache
-from controller.store.models import (
+from scalectl.controller.store.db import make_sessionmaker
+from scalectl.controller.store.history import FailureHistory, failure_history
+from scalectl.controller.store.instances import LIVE_STATES, live_groups_query
+from scalectl.controller.store.live_rows import LiveRowsCache
+from scalectl.controller.store.models import (
     ConfigVersion,
     DecisionRecord,
     EventRecord,
@@ -23,15 +23,15 @@ from controller.store.models import (
     RolloutRecord,
     TierRequestsRecord,
 )
-from controller.store.stored_config import parse_stored, tier_spec_json
-from controller.store.unit_of_work import UnitOfWork, save_policy_state
-from controller.unit_cost import BilledSpan
-from domain.instance import InstanceState
-from domain.rollout import RolloutControl
-from policies.types import PolicyState
+from scalectl.controller.store.stored_config import parse_stored, tier_spec_json
+from scalectl.controller.store.unit_of_work import UnitOfWork, save_policy_state
+from scalectl.controller.unit_cost import BilledSpan
+from scalectl.domain.instance import InstanceState
+from scalectl.domain.rollout import RolloutControl
+from scalectl.policies.types import PolicyState
 
 if TYPE_CHECKING:  # the tiers-file models load lazily: read-only commands (`scalectl status`) never need them
-    from tiers.config import FleetConfig, TierSpec
+    from scalectl.tiers.config import FleetConfig, TierSpec
 
 R = TypeVar("R", DecisionRecord, EventRecord)
 
@@ -119,7 +119,7 @@ class Store:
     def removed_tier_specs(self, names: Iterable[str], versions: int = 100) -> dict[str, TierSpec]:
         """The last applied spec of each named tier the current configuration no longer has (its drain
         timeout still governs its instances), looking back at most ``versions`` versions."""
-        from tiers.errors import ConfigError
+        from scalectl.tiers.errors import ConfigError
 
         wanted, found = set(names), {}
         with self.sessions() as s:
@@ -153,7 +153,7 @@ class Store:
         self, fleet: FleetConfig, text: str, source: str, now: float
     ) -> tuple[int | None, list[TierChange]]:
         """Store a new version when anything changed; returns (version or None if unchanged, changes)."""
-        from tiers.config import config_digest
+        from scalectl.tiers.config import config_digest
 
         self._config_cache = None
         with self.sessions.begin() as s:

@@ -7,7 +7,7 @@ import ast
 import re
 from pathlib import Path
 
-import migrations
+from scalectl import migrations
 
 _ASSIGNMENT = re.compile(r"^(revision|down_revision)\s*(?::[^=]+)?=\s*(.+?)\s*$", re.MULTILINE)
 

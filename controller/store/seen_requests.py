@@ -12,7 +12,7 @@ from sqlalchemy import delete
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from controller.store.models import WebhookSeen
+from scalectl.controller.store.models import WebhookSeen
 
 
 class SeenRequests:

@@ -14,15 +14,15 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from controller.ha.lease import GLOBAL_LEASE, Lease
-from controller.ha.replica_view import ReplicaSeen, ReplicaView
-from controller.ha.shards import TIER_LEASE_PREFIX
-from controller.store.revisions import script_heads
-from controller.store.stored_config import parse_stored, tier_spec_json
-from controller.store.world_clock import DAEMON, WorldClock
-from controller.unit_cost import BilledSpan
-from domain.instance import LIVE
-from policies.types import PolicyState
+from scalectl.controller.ha.lease import GLOBAL_LEASE, Lease
+from scalectl.controller.ha.replica_view import ReplicaSeen, ReplicaView
+from scalectl.controller.ha.shards import TIER_LEASE_PREFIX
+from scalectl.controller.store.revisions import script_heads
+from scalectl.controller.store.stored_config import parse_stored, tier_spec_json
+from scalectl.controller.store.world_clock import DAEMON, WorldClock
+from scalectl.controller.unit_cost import BilledSpan
+from scalectl.domain.instance import LIVE
+from scalectl.policies.types import PolicyState
 
 # Store.instances' filter, spelled out: fixed enum values, so they can be literals.
 _LIVE = ", ".join(f"'{s.value}'" for s in sorted(LIVE, key=lambda s: s.value))
@@ -70,7 +70,7 @@ def open_sqlite_reads(url: str) -> SqliteStatusReads | None:
 
 
 class SqliteStatusReads:
-    """``controller.status.FleetReads`` (and the replicas and the world clock) over one sqlite3 connection:
+    """``scalectl.controller.status.FleetReads`` (and the replicas and the world clock) over one sqlite3 connection:
     each method is the query its ``Store`` counterpart runs."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
@@ -117,7 +117,7 @@ class SqliteStatusReads:
         return [BilledSpan(*row) for row in rows]
 
     def replicas(self) -> ReplicaView:
-        """``controller.ha.replica.read_replicas``."""
+        """``scalectl.controller.ha.replica.read_replicas``."""
         seen = self._rows(
             "SELECT holder, host, pid, started_at, seen_at, http, sharded FROM replicas ORDER BY started_at"
         )
@@ -131,7 +131,7 @@ class SqliteStatusReads:
         return ReplicaView(Lease(*lease[0]) if lease else None, replicas, [Lease(*row) for row in tiers])
 
     def world_now(self, wall: float) -> float:
-        """``controller.store.world_clock.world_now``."""
+        """``scalectl.controller.store.world_clock.world_now``."""
         query = "SELECT speed, world_at, wall_at, running FROM world_clock WHERE name = :name"
         rows = self._rows(query, {"name": DAEMON})
         if not rows:

@@ -7,12 +7,12 @@ import json
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the tiers-file models load lazily: only when a stored version is parsed
-    from tiers.config import FleetConfig, TierSpec
+    from scalectl.tiers.config import FleetConfig, TierSpec
 
 
 def parse_stored(text: str, version: int) -> FleetConfig:
     """One applied version's text, parsed and validated (ConfigError names the version)."""
-    from tiers.config import parse_config
+    from scalectl.tiers.config import parse_config
 
     return parse_config(text, f"stored config v{version}")
 

@@ -13,11 +13,11 @@ from typing import Any, cast
 from sqlalchemy import Insert, Table, Update, bindparam, insert, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from controller.store.instances import InstanceRepository
-from controller.store.live_rows import LiveRowsCache
-from controller.store.models import DecisionRecord, EventRecord, PolicyStateRecord, TierRequestsRecord
-from domain.instance import InstanceEvent
-from policies.types import PolicyState
+from scalectl.controller.store.instances import InstanceRepository
+from scalectl.controller.store.live_rows import LiveRowsCache
+from scalectl.controller.store.models import DecisionRecord, EventRecord, PolicyStateRecord, TierRequestsRecord
+from scalectl.domain.instance import InstanceEvent
+from scalectl.policies.types import PolicyState
 
 log = logging.getLogger("scalectl.reconciler")
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the ORM loads with the store; `scalectl status` on SQLite uses WorldClock alone
-    from controller.store.repository import Store
+    from scalectl.controller.store.repository import Store
 
 DAEMON = "daemon"
 
@@ -31,7 +31,7 @@ class WorldClock:
 
 
 def publish(store: Store, *, speed: float, world: float, wall: float, running: bool = True) -> None:
-    from controller.store.models import WorldClockRecord
+    from scalectl.controller.store.models import WorldClockRecord
 
     with store.sessions.begin() as s:
         row = s.get(WorldClockRecord, DAEMON)
@@ -42,7 +42,7 @@ def publish(store: Store, *, speed: float, world: float, wall: float, running: b
 
 
 def read(store: Store) -> WorldClock | None:
-    from controller.store.models import WorldClockRecord
+    from scalectl.controller.store.models import WorldClockRecord
 
     with store.sessions() as s:
         row = s.get(WorldClockRecord, DAEMON)

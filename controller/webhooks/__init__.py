@@ -3,15 +3,15 @@
 ``receive`` authenticates and parses one request; ``http.make_handler`` mounts it on the daemon's app.
 """
 
-from controller.webhooks.auth import AuthMethod, WebhookAuth, WebhookConfigError, authenticate, sign
-from controller.webhooks.notice import (
+from scalectl.controller.webhooks.auth import AuthMethod, WebhookAuth, WebhookConfigError, authenticate, sign
+from scalectl.controller.webhooks.notice import (
     InterruptionNotice,
     NoticeAction,
     NoticeSource,
     WebhookRejected,
     parse_notice,
 )
-from controller.webhooks.receive import receive
+from scalectl.controller.webhooks.receive import receive
 
 __all__ = [
     "AuthMethod",

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from controller.webhooks.notice import WebhookRejected
-from providers.secrets import MissingCredential, Secret, load_secret
+from scalectl.controller.webhooks.notice import WebhookRejected
+from scalectl.providers.secrets import MissingCredential, Secret, load_secret
 
 SIGNATURE_HEADER = "x-scalectl-signature"
 TIMESTAMP_HEADER = "x-scalectl-timestamp"

@@ -21,12 +21,12 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from clocks import Clock
-from controller.store.repository import NoticeMismatch
-from controller.store.seen_requests import SeenRequests
-from controller.webhooks.auth import DEFAULT_EVENTBRIDGE_ENV, DEFAULT_SECRET_ENV, WebhookAuth
-from controller.webhooks.notice import InterruptionNotice, NoticeSource, WebhookRejected
-from controller.webhooks.receive import read_limited, receive, replay_digest
+from scalectl.clocks import Clock
+from scalectl.controller.store.repository import NoticeMismatch
+from scalectl.controller.store.seen_requests import SeenRequests
+from scalectl.controller.webhooks.auth import DEFAULT_EVENTBRIDGE_ENV, DEFAULT_SECRET_ENV, WebhookAuth
+from scalectl.controller.webhooks.notice import InterruptionNotice, NoticeSource, WebhookRejected
+from scalectl.controller.webhooks.receive import read_limited, receive, replay_digest
 
 log = logging.getLogger(__name__)
 Handler = Callable[[Request], Awaitable[Response]]

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from providers.tagging import validate_key
+from scalectl.providers.tagging import validate_key
 
 MAX_JSON_DEPTH = 16  # our notices nest 2 deep, EventBridge events 3; deeper is refused before parsing
 AWS_SPOT_NOTICE_SECONDS = 120.0  # EC2 gives a two-minute warning before reclaiming a spot instance

@@ -6,8 +6,8 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator, Mapping
 
-from controller.webhooks.auth import SIGNATURE_HEADER, AuthMethod, WebhookAuth, authenticate, check_fresh
-from controller.webhooks.notice import InterruptionNotice, NoticeSource, WebhookRejected, parse_notice
+from scalectl.controller.webhooks.auth import SIGNATURE_HEADER, AuthMethod, WebhookAuth, authenticate, check_fresh
+from scalectl.controller.webhooks.notice import InterruptionNotice, NoticeSource, WebhookRejected, parse_notice
 
 log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024  # EventBridge events are at most 256 KB, but ours are a few hundred bytes

@@ -28,8 +28,8 @@ import math
 from collections import deque
 from typing import Any
 
-from policies.durations import parse_duration
-from policies.types import Bounds, Signals
+from scalectl.policies.durations import parse_duration
+from scalectl.policies.types import Bounds, Signals
 
 _FIELDS = set(Signals.__dataclass_fields__)
 

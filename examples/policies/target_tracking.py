@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from policies.types import Bounds, Signals
+from scalectl.policies.types import Bounds, Signals
 
 
 class RequestRateTargetTracking:

@@ -42,7 +42,7 @@ def downgrade() -> None:
     ).first()
     if latest is None:
         return
-    from tiers.config import parse_config  # the specs in the canonical form the old code stored
+    from scalectl.tiers.config import parse_config  # the specs in the canonical form the old code stored
 
     fleet = parse_config(latest.text, f"stored config v{latest.version}")
     rows = [

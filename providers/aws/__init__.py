@@ -9,8 +9,8 @@ The package: ``options.py``, ``catalog.py`` (GPU instance types and prices), ``e
 codes in our taxonomy), ``wire.py`` (rows, launch parameters, spot prices; pure) and ``adapter.py``.
 """
 
-from providers.aws.adapter import AwsEc2Provider
-from providers.aws.options import DEFAULT_AMI_SSM_PARAMETER, AwsOptions
-from providers.aws.wire import instance_status, latest_spot_prices
+from scalectl.providers.aws.adapter import AwsEc2Provider
+from scalectl.providers.aws.options import DEFAULT_AMI_SSM_PARAMETER, AwsOptions
+from scalectl.providers.aws.wire import instance_status, latest_spot_prices
 
 __all__ = ["DEFAULT_AMI_SSM_PARAMETER", "AwsEc2Provider", "AwsOptions", "instance_status", "latest_spot_prices"]

@@ -12,12 +12,12 @@ from typing import Any, ClassVar, TypeVar
 
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from clocks import Clock
-from providers.aws.catalog import INSTANCE_TYPES, instance_types_for, on_demand_price
-from providers.aws.errors import map_client_error
-from providers.aws.options import AwsOptions, require_boto3
-from providers.aws.wire import instance_view, latest_spot_prices, run_instances_params
-from providers.base import (
+from scalectl.clocks import Clock
+from scalectl.providers.aws.catalog import INSTANCE_TYPES, instance_types_for, on_demand_price
+from scalectl.providers.aws.errors import map_client_error
+from scalectl.providers.aws.options import AwsOptions, require_boto3
+from scalectl.providers.aws.wire import instance_view, latest_spot_prices, run_instances_params
+from scalectl.providers.base import (
     BootstrapForm,
     Capacity,
     GpuRequest,
@@ -28,11 +28,11 @@ from providers.base import (
     ProviderCapabilities,
     ProviderInstance,
 )
-from providers.errors import InstanceNotFound, InvalidRequest, Transient, is_retryable
-from providers.registry import ProviderConfig
-from providers.tagging import KEY_TAG, key_from_name, validate_key
-from serving.bootstrap.cloud_init import CloudConfig
-from sizing.server import ServerDescription
+from scalectl.providers.errors import InstanceNotFound, InvalidRequest, Transient, is_retryable
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.tagging import KEY_TAG, key_from_name, validate_key
+from scalectl.serving.bootstrap.cloud_init import CloudConfig
+from scalectl.sizing.server import ServerDescription
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

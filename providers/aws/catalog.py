@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sizing.gpus import UnknownGpu, normalize_gpu
+from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
 
 
 @dataclass(frozen=True, slots=True)

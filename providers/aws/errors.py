@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from providers.errors import (
+from scalectl.providers.errors import (
     AuthFailed,
     InstanceNotFound,
     InsufficientCapacity,

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from providers.errors import InvalidRequest
+from scalectl.providers.errors import InvalidRequest
 
 # The AWS Deep Learning Base AMI (NVIDIA driver, CUDA, EFA; Ubuntu 22.04), resolved by EC2 at launch.
 DEFAULT_AMI_SSM_PARAMETER = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-22.04/latest/ami-id"

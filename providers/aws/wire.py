@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from providers.aws.catalog import INSTANCE_TYPES, on_demand_price
-from providers.aws.options import AwsOptions
-from providers.base import Capacity, InstanceStatus, LaunchSpec, ProviderInstance
-from providers.errors import InvalidRequest
-from providers.status import map_status
-from providers.tagging import KEY_TAG, TIER_TAG
-from serving.bootstrap.cloud_init import CloudConfig
+from scalectl.providers.aws.catalog import INSTANCE_TYPES, on_demand_price
+from scalectl.providers.aws.options import AwsOptions
+from scalectl.providers.base import Capacity, InstanceStatus, LaunchSpec, ProviderInstance
+from scalectl.providers.errors import InvalidRequest
+from scalectl.providers.status import map_status
+from scalectl.providers.tagging import KEY_TAG, TIER_TAG
+from scalectl.serving.bootstrap.cloud_init import CloudConfig
 
 USER_DATA_LIMIT = 16 * 1024  # EC2 rejects user data above 16 KB (before base64)
 

@@ -17,7 +17,7 @@ The package: ``options.py``, ``wire.py`` (RunPod's JSON and errors in our types,
 (the requests).
 """
 
-from providers.runpod.adapter import RunPodProvider
-from providers.runpod.options import RunPodOptions
+from scalectl.providers.runpod.adapter import RunPodProvider
+from scalectl.providers.runpod.options import RunPodOptions
 
 __all__ = ["RunPodOptions", "RunPodProvider"]

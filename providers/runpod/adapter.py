@@ -8,8 +8,8 @@ import shlex
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from clocks import Clock
-from providers.base import (
+from scalectl.clocks import Clock
+from scalectl.providers.base import (
     BootstrapForm,
     Capacity,
     GpuRequest,
@@ -19,14 +19,14 @@ from providers.base import (
     ProviderCapabilities,
     ProviderInstance,
 )
-from providers.container import image_for, marked_env
-from providers.errors import InstanceNotFound, InsufficientCapacity, InvalidRequest, ProviderError, Transient
-from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy
-from providers.json_values import as_list
-from providers.pacing import RequestBudget
-from providers.registry import ProviderConfig
-from providers.runpod.options import RunPodOptions
-from providers.runpod.wire import (
+from scalectl.providers.container import image_for, marked_env
+from scalectl.providers.errors import InstanceNotFound, InsufficientCapacity, InvalidRequest, ProviderError, Transient
+from scalectl.providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy
+from scalectl.providers.json_values import as_list
+from scalectl.providers.pacing import RequestBudget
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.runpod.options import RunPodOptions
+from scalectl.providers.runpod.wire import (
     ANYWHERE,
     DATA_CENTERS_QUERY,
     DEFAULT_BASE_URL,
@@ -40,10 +40,10 @@ from providers.runpod.wire import (
     offers_from,
     pod_view,
 )
-from providers.tagging import validate_key
-from serving.bootstrap.container import ContainerLaunch, container_launch
-from sizing.gpus import UnknownGpu, normalize_gpu
-from sizing.server import ServerDescription
+from scalectl.providers.tagging import validate_key
+from scalectl.serving.bootstrap.container import ContainerLaunch, container_launch
+from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
+from scalectl.sizing.server import ServerDescription
 
 
 class RunPodProvider:

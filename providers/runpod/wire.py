@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from providers.base import Capacity, GpuRequest, InstanceStatus, Offer, ProviderInstance
-from providers.container import CAPACITY_ENV, capacity_of, key_if_marked
-from providers.errors import (
+from scalectl.providers.base import Capacity, GpuRequest, InstanceStatus, Offer, ProviderInstance
+from scalectl.providers.container import CAPACITY_ENV, capacity_of, key_if_marked
+from scalectl.providers.errors import (
     AuthFailed,
     InsufficientCapacity,
     InvalidRequest,
@@ -17,9 +17,9 @@ from providers.errors import (
     RateLimited,
     Transient,
 )
-from providers.http import HttpFailure, classify_status
-from providers.json_values import as_list, as_mapping, as_number, as_text, iso_timestamp, positive
-from providers.status import map_status
+from scalectl.providers.http import HttpFailure, classify_status
+from scalectl.providers.json_values import as_list, as_mapping, as_number, as_text, iso_timestamp, positive
+from scalectl.providers.status import map_status
 
 DEFAULT_BASE_URL = "https://api.runpod.io"
 PODS = "/v2/pods"

@@ -9,7 +9,7 @@ The package: ``options.py``, ``machines.py`` (the books: live and ended machines
 timeline, billing, the state file) and ``cloud.py`` (the provider and its controls).
 """
 
-from providers.simulated.cloud import SimulatedCloud
-from providers.simulated.options import DEFAULT_REGIONS, SimOptions
+from scalectl.providers.simulated.cloud import SimulatedCloud
+from scalectl.providers.simulated.options import DEFAULT_REGIONS, SimOptions
 
 __all__ = ["DEFAULT_REGIONS", "SimOptions", "SimulatedCloud"]

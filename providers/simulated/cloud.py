@@ -10,8 +10,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from clocks import Clock
-from providers.base import (
+from scalectl.clocks import Clock
+from scalectl.providers.base import (
     BootstrapForm,
     Capacity,
     GpuRequest,
@@ -24,14 +24,14 @@ from providers.base import (
     ProviderCapabilities,
     ProviderInstance,
 )
-from providers.errors import InstanceNotFound, InsufficientCapacity, InvalidRequest, ProviderError
-from providers.registry import ProviderConfig
-from providers.simulated.machines import SimFleet, SimInstance, pool_of
-from providers.simulated.offers import offer_id_of, seed_offers
-from providers.simulated.options import SimOptions
-from providers.status import map_status
-from sizing.gpus import UnknownGpu, normalize_gpu
-from sizing.server import ServerDescription
+from scalectl.providers.errors import InstanceNotFound, InsufficientCapacity, InvalidRequest, ProviderError
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.simulated.machines import SimFleet, SimInstance, pool_of
+from scalectl.providers.simulated.offers import offer_id_of, seed_offers
+from scalectl.providers.simulated.options import SimOptions
+from scalectl.providers.status import map_status
+from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
+from scalectl.sizing.server import ServerDescription
 
 _STATUS = {s.value: s for s in InstanceStatus if s is not InstanceStatus.UNKNOWN}
 

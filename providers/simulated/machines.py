@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from providers.base import Capacity
+from scalectl.providers.base import Capacity
 
 
 @dataclass

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from providers.base import Capacity, GpuRequest, Offer
-from providers.simulated.machines import pool_of
-from providers.simulated.options import SimOptions
-from sizing.gpus import GPUS, UnknownGpu, normalize_gpu
+from scalectl.providers.base import Capacity, GpuRequest, Offer
+from scalectl.providers.simulated.machines import pool_of
+from scalectl.providers.simulated.options import SimOptions
+from scalectl.sizing.gpus import GPUS, UnknownGpu, normalize_gpu
 
 
 def seed_offers(want: GpuRequest, options: SimOptions, *, provider: str, free: Callable[[str], int]) -> list[Offer]:

@@ -1,4 +1,4 @@
-"""``type: simulated-remote``: the simulated cloud served over HTTP (``providers.simulated.server``), so that
+"""``type: simulated-remote``: the simulated cloud served over HTTP (``scalectl.providers.simulated.server``), so that
 several daemon processes (high availability, sharding) create, list and delete in one shared cloud.
 
 The adapter only translates: the cloud's state, clock and capacity live in the server. This module also
@@ -16,8 +16,8 @@ from functools import partial
 from typing import Any, ClassVar, TypeVar
 from urllib.parse import quote
 
-from clocks import Clock
-from providers.base import (
+from scalectl.clocks import Clock
+from scalectl.providers.base import (
     Capacity,
     GpuRequest,
     InstanceStatus,
@@ -26,7 +26,7 @@ from providers.base import (
     ProviderCapabilities,
     ProviderInstance,
 )
-from providers.errors import (
+from scalectl.providers.errors import (
     AuthFailed,
     DeleteDeferred,
     InstanceNotFound,
@@ -38,11 +38,11 @@ from providers.errors import (
     RateLimited,
     Transient,
 )
-from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status
-from providers.registry import ProviderConfig
-from providers.secrets import Secret
-from providers.simulated.cloud import SimulatedCloud
-from sizing.server import ServerDescription
+from scalectl.providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.secrets import Secret
+from scalectl.providers.simulated.cloud import SimulatedCloud
+from scalectl.sizing.server import ServerDescription
 
 # ---- the wire format -----------------------------------------------------------------------------------
 

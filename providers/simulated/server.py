@@ -1,5 +1,5 @@
 """One simulated cloud on the real clock, served over HTTP so several daemon processes can share it
-(``type: simulated-remote``; the adapter is ``providers.simulated.remote``).
+(``type: simulated-remote``; the adapter is ``scalectl.providers.simulated.remote``).
 
     python -m providers.simulated.server --host 127.0.0.1 --port 0 --seed 7 \\
         --provision-delay-min 5 --provision-delay-max 20
@@ -33,11 +33,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from clocks import SystemClock
-from providers.errors import ProviderError
-from providers.registry import ProviderConfig
-from providers.simulated.cloud import SimulatedCloud
-from providers.simulated.remote import (
+from scalectl.clocks import SystemClock
+from scalectl.providers.errors import ProviderError
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.simulated.cloud import SimulatedCloud
+from scalectl.providers.simulated.remote import (
     error_kind,
     error_message,
     instance_to_json,

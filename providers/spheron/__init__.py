@@ -14,8 +14,8 @@ The package: ``options.py`` (what a provider block may set), ``wire.py`` (Sphero
 types, pure) and ``adapter.py`` (the requests).
 """
 
-from providers.spheron.adapter import SpheronProvider
-from providers.spheron.options import SpheronOptions, check_options
-from providers.spheron.wire import OfferRef, canonical_gpu, cloud_init_payload
+from scalectl.providers.spheron.adapter import SpheronProvider
+from scalectl.providers.spheron.options import SpheronOptions, check_options
+from scalectl.providers.spheron.wire import OfferRef, canonical_gpu, cloud_init_payload
 
 __all__ = ["OfferRef", "SpheronOptions", "SpheronProvider", "canonical_gpu", "check_options", "cloud_init_payload"]

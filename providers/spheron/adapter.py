@@ -6,8 +6,8 @@ from __future__ import annotations
 import builtins
 from typing import Any, ClassVar
 
-from clocks import Clock
-from providers.base import (
+from scalectl.clocks import Clock
+from scalectl.providers.base import (
     BootstrapForm,
     Capacity,
     GpuRequest,
@@ -17,13 +17,13 @@ from providers.base import (
     ProviderCapabilities,
     ProviderInstance,
 )
-from providers.errors import InstanceNotFound, InvalidRequest, ProviderError
-from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy
-from providers.pacing import RequestBudget
-from providers.registry import ProviderConfig
-from providers.spheron.listing import Listings
-from providers.spheron.options import DEFAULT_BASE_URL, DEFAULT_MAX_PAGES, DEFAULT_PAGE_SIZE, SpheronOptions
-from providers.spheron.wire import (
+from scalectl.providers.errors import InstanceNotFound, InvalidRequest, ProviderError
+from scalectl.providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy
+from scalectl.providers.pacing import RequestBudget
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.spheron.listing import Listings
+from scalectl.providers.spheron.options import DEFAULT_BASE_URL, DEFAULT_MAX_PAGES, DEFAULT_PAGE_SIZE, SpheronOptions
+from scalectl.providers.spheron.wire import (
     SPOT_TYPES,
     OfferRef,
     canonical_gpu,
@@ -33,10 +33,10 @@ from providers.spheron.wire import (
     offers_from,
     to_int,
 )
-from providers.tagging import validate_key
-from serving.bootstrap.cloud_init import CloudConfig
-from sizing.gpus import UnknownGpu, normalize_gpu
-from sizing.server import ServerDescription
+from scalectl.providers.tagging import validate_key
+from scalectl.serving.bootstrap.cloud_init import CloudConfig
+from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
+from scalectl.sizing.server import ServerDescription
 
 
 class SpheronProvider:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.errors import ListingIncomplete, Transient
-from providers.http import ApiClient
-from providers.paging import Paging, page_rows
-from providers.spheron.options import SpheronOptions
+from scalectl.providers.errors import ListingIncomplete, Transient
+from scalectl.providers.http import ApiClient
+from scalectl.providers.paging import Paging, page_rows
+from scalectl.providers.spheron.options import SpheronOptions
 
 
 class Listings:

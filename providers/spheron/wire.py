@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from providers.base import Capacity, GpuRequest, InstanceStatus, Offer, ProviderInstance
-from providers.errors import (
+from scalectl.providers.base import Capacity, GpuRequest, InstanceStatus, Offer, ProviderInstance
+from scalectl.providers.errors import (
     DeleteDeferred,
     InstanceNotFound,
     InsufficientCapacity,
@@ -18,13 +18,13 @@ from providers.errors import (
     ProviderError,
     QuotaExceeded,
 )
-from providers.http import HttpFailure, classify_status, shared_status
-from providers.json_values import iso_timestamp
-from providers.spheron.options import SpheronOptions
-from providers.status import map_status
-from providers.tagging import key_from_name
-from serving.bootstrap.cloud_init import CloudConfig
-from sizing.gpus import UnknownGpu, normalize_gpu
+from scalectl.providers.http import HttpFailure, classify_status, shared_status
+from scalectl.providers.json_values import iso_timestamp
+from scalectl.providers.spheron.options import SpheronOptions
+from scalectl.providers.status import map_status
+from scalectl.providers.tagging import key_from_name
+from scalectl.serving.bootstrap.cloud_init import CloudConfig
+from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
 
 STATUS_TABLE: dict[str, InstanceStatus] = {
     "deploying": InstanceStatus.PENDING,

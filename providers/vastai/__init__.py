@@ -17,7 +17,7 @@ The package: ``options.py``, ``wire.py`` (Vast's JSON in our types, pure) and ``
 and error mapping, which learns Vast's rate-limit interval).
 """
 
-from providers.vastai.adapter import VastAIProvider
-from providers.vastai.options import VastOptions
+from scalectl.providers.vastai.adapter import VastAIProvider
+from scalectl.providers.vastai.options import VastOptions
 
 __all__ = ["VastAIProvider", "VastOptions"]

@@ -7,8 +7,8 @@ import builtins
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from clocks import Clock
-from providers.base import (
+from scalectl.clocks import Clock
+from scalectl.providers.base import (
     BootstrapForm,
     Capacity,
     GpuRequest,
@@ -18,8 +18,8 @@ from providers.base import (
     ProviderCapabilities,
     ProviderInstance,
 )
-from providers.container import image_for, marked_env
-from providers.errors import (
+from scalectl.providers.container import image_for, marked_env
+from scalectl.providers.errors import (
     InstanceNotFound,
     InsufficientCapacity,
     InvalidRequest,
@@ -28,13 +28,13 @@ from providers.errors import (
     QuotaExceeded,
     Transient,
 )
-from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status
-from providers.json_values import as_list
-from providers.pacing import Pacer
-from providers.registry import ProviderConfig
-from providers.tagging import validate_key
-from providers.vastai.options import VastOptions
-from providers.vastai.wire import (
+from scalectl.providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status
+from scalectl.providers.json_values import as_list
+from scalectl.providers.pacing import Pacer
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.tagging import validate_key
+from scalectl.providers.vastai.options import VastOptions
+from scalectl.providers.vastai.wire import (
     DEFAULT_BASE_URL,
     GONE_ASK,
     GPUS,
@@ -49,9 +49,9 @@ from providers.vastai.wire import (
     offer_from,
     search_query,
 )
-from serving.bootstrap.container import ContainerLaunch, container_launch
-from sizing.gpus import UnknownGpu, normalize_gpu
-from sizing.server import ServerDescription
+from scalectl.serving.bootstrap.container import ContainerLaunch, container_launch
+from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
+from scalectl.sizing.server import ServerDescription
 
 
 class VastAIProvider:

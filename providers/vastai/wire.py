@@ -8,12 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from providers.base import Capacity, GpuRequest, InstanceStatus, Offer, ProviderInstance
-from providers.container import CAPACITY_ENV, capacity_of, key_if_marked
-from providers.errors import InvalidRequest
-from providers.json_values import as_list, as_number, as_text
-from providers.status import map_status
-from providers.vastai.options import VastOptions
+from scalectl.providers.base import Capacity, GpuRequest, InstanceStatus, Offer, ProviderInstance
+from scalectl.providers.container import CAPACITY_ENV, capacity_of, key_if_marked
+from scalectl.providers.errors import InvalidRequest
+from scalectl.providers.json_values import as_list, as_number, as_text
+from scalectl.providers.status import map_status
+from scalectl.providers.vastai.options import VastOptions
 
 DEFAULT_BASE_URL = "https://console.vast.ai"
 SEARCH = "/api/v0/bundles/"

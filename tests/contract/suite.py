@@ -12,8 +12,8 @@ from enum import Enum
 
 import pytest
 
-from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer, Provider, ProviderInstance
-from providers.errors import (
+from scalectl.providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer, Provider, ProviderInstance
+from scalectl.providers.errors import (
     AuthFailed,
     InstanceNotFound,
     InsufficientCapacity,
@@ -21,7 +21,7 @@ from providers.errors import (
     RateLimited,
     Transient,
 )
-from sizing.server import ServerDescription
+from scalectl.sizing.server import ServerDescription
 
 # What the controller launches: a server description, rendered by each adapter in its own bootstrap form.
 SERVER = ServerDescription(

@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator
 import pytest
 from moto import mock_aws
 
-from clocks import FakeClock
-from providers.aws import AwsEc2Provider
-from providers.base import Capacity
-from providers.registry import ProviderConfig
+from scalectl.clocks import FakeClock
+from scalectl.providers.aws import AwsEc2Provider
+from scalectl.providers.base import Capacity
+from scalectl.providers.registry import ProviderConfig
 from tests.contract.suite import ContractHarness, Fault, ProviderContract
 from tests.fakes.aws_moto import BASE_AMI, REGION, FakeEc2, set_fake_credentials
 

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
-from providers.base import BootstrapForm, ProviderCapabilities
-from providers.registry import ADAPTERS, adapter_class, capabilities_of
-from serving.bootstrap.cloud_init import CloudConfig
-from serving.bootstrap.container import ContainerLaunch
-from serving.bootstrap.validate import validate_user_data
-from sizing.server import ServerDescription, arg_value
+from scalectl.providers.base import BootstrapForm, ProviderCapabilities
+from scalectl.providers.registry import ADAPTERS, adapter_class, capabilities_of
+from scalectl.serving.bootstrap.cloud_init import CloudConfig
+from scalectl.serving.bootstrap.container import ContainerLaunch
+from scalectl.serving.bootstrap.validate import validate_user_data
+from scalectl.sizing.server import ServerDescription, arg_value
 
 SERVER = ServerDescription(
     model="meta-llama/Llama-3.1-8B-Instruct",

@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from clocks import FakeClock
-from providers.base import Capacity
-from providers.lambda_cloud import LambdaProvider
-from providers.registry import ProviderConfig
+from scalectl.clocks import FakeClock
+from scalectl.providers.base import Capacity
+from scalectl.providers.lambda_cloud import LambdaProvider
+from scalectl.providers.registry import ProviderConfig
 from tests.contract.suite import ContractHarness, Fault, ProviderContract
 from tests.fakes import Fault as ServerFault
 from tests.fakes.lambda_server import API_KEY, SSH_KEY_NAME, FakeLambda, start_fake_lambda

@@ -6,11 +6,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from clocks import FakeClock
-from providers.base import Capacity, GpuRequest, LaunchSpec, ProviderInstance
-from providers.registry import ProviderConfig
-from providers.runpod import RunPodProvider
-from sizing.server import ServerDescription
+from scalectl.clocks import FakeClock
+from scalectl.providers.base import Capacity, GpuRequest, LaunchSpec, ProviderInstance
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.runpod import RunPodProvider
+from scalectl.sizing.server import ServerDescription
 from tests.contract.suite import ContractHarness, Fault, ProviderContract
 from tests.fakes import Fault as ServerFault
 from tests.fakes.runpod_server import RunPodFake, serve_runpod

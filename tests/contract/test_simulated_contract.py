@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from clocks import FakeClock
-from providers.base import Capacity
-from providers.errors import AuthFailed, InsufficientCapacity, RateLimited, Transient
-from providers.registry import ProviderConfig
-from providers.simulated import SimulatedCloud
+from scalectl.clocks import FakeClock
+from scalectl.providers.base import Capacity
+from scalectl.providers.errors import AuthFailed, InsufficientCapacity, RateLimited, Transient
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.simulated import SimulatedCloud
 from tests.contract.suite import ContractHarness, Fault, ProviderContract
 
 

@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from clocks import FakeClock
-from providers.base import Capacity
-from providers.registry import ProviderConfig
-from providers.spheron import SpheronProvider
+from scalectl.clocks import FakeClock
+from scalectl.providers.base import Capacity
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.spheron import SpheronProvider
 from tests.contract.suite import ContractHarness, Fault, ProviderContract
 from tests.fakes import Fault as ServerFault
 from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, start_fake_spheron

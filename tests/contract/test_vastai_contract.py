@@ -6,10 +6,10 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from clocks import FakeClock
-from providers.base import Capacity
-from providers.registry import ProviderConfig
-from providers.vastai import VastAIProvider
+from scalectl.clocks import FakeClock
+from scalectl.providers.base import Capacity
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.vastai import VastAIProvider
 from tests.contract.suite import ContractHarness, Fault, ProviderContract
 from tests.fakes import Fault as ServerFault
 from tests.fakes.vastai_server import VastFake, serve_vast

@@ -27,7 +27,7 @@ def env_for(data_dir: Path, **extra: str) -> dict[str, str]:
 
 def scalectl(data_dir: Path, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "scalectl.cli.main", *args],
         cwd=repo_root(),
         env=env_for(data_dir, **env),
         capture_output=True,
@@ -42,7 +42,7 @@ def start_daemon(data_dir: Path, *args: str, **env: str) -> subprocess.Popen[str
     data_dir.mkdir(parents=True, exist_ok=True)
     with daemon_log(data_dir).open("a", encoding="utf-8") as log:  # the child keeps its own descriptor
         return subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "daemon", *args],
+            [sys.executable, "-m", "scalectl.cli.main", "daemon", *args],
             cwd=repo_root(),
             env=env_for(data_dir, **env),
             stdout=log,

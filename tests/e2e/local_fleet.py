@@ -139,7 +139,7 @@ def local_fleet(
     tiers.write_text(tiers_yaml(target, state_dir, policy=policy, max_instances=max_instances, extra=extra))
     fleet = Fleet(tmp_path / "data", state_dir, target, free_port(), tmp_path / "daemon.log")
     fleet.steer(initial)
-    argv = [sys.executable, "-m", "cli.main", "daemon", "--config", str(tiers), "--port"]
+    argv = [sys.executable, "-m", "scalectl.cli.main", "daemon", "--config", str(tiers), "--port"]
     with open(fleet.log, "wb") as log:  # a file, not a pipe: nobody reads a pipe and it would fill up
         fleet.daemon = subprocess.Popen(
             [*argv, str(fleet.http_port)],

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from policies.types import Bounds, Signals
+from scalectl.policies.types import Bounds, Signals
 
 
 class FilePolicy:

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-from clocks import SystemClock
+from scalectl.clocks import SystemClock
 from tests.e2e.helpers import daemon_log, free_port, scalectl, start_daemon
 from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, booting_spheron
 from tests.services import scratch_database

@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from clocks import SystemClock
+from scalectl.clocks import SystemClock
 from tests.e2e.helpers import daemon_log, free_port, start_daemon
 from tests.fakes.runpod_server import RunPodFake, serve_runpod
 from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, booting_spheron

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from clocks import FakeClock
-from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Provider
-from providers.errors import InstanceNotFound
-from providers.registry import ProviderConfig, build_provider
-from serving.readiness import ReadinessProbe
-from sizing.gpus import GPUS
-from sizing.server import ServerDescription
+from scalectl.clocks import FakeClock
+from scalectl.providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Provider
+from scalectl.providers.errors import InstanceNotFound
+from scalectl.providers.registry import ProviderConfig, build_provider
+from scalectl.serving.readiness import ReadinessProbe
+from scalectl.sizing.gpus import GPUS
+from scalectl.sizing.server import ServerDescription
 
 pytestmark = pytest.mark.e2e
 PLACEHOLDER = Path(__file__).with_name("placeholder_standin.py")
@@ -127,7 +127,7 @@ async def test_offers(tmp_path: Path) -> None:
 
 
 async def test_an_unreadable_state_file_fails_the_listing_instead_of_hiding_its_server(tmp_path: Path) -> None:
-    from providers.errors import ListingIncomplete
+    from scalectl.providers.errors import ListingIncomplete
 
     provider = _provider(tmp_path)
     state = tmp_path / "state"

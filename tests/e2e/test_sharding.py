@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from controller.ha.shards import assignment, tier_lease
+from scalectl.controller.ha.shards import assignment, tier_lease
 from tests.e2e.helpers import daemon_log, scalectl
 from tests.e2e.test_high_availability import LEASE_TTL, TAKEOVER_WAIT_S, Fleet, assert_invariants, wait_for
 from tests.fakes.spheron_server import SSH_KEY_ID, TEAM_ID, FakeSpheron

@@ -19,11 +19,11 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from clocks import SystemClock
+from scalectl.clocks import SystemClock
+from scalectl.vllm_standin.server import run_in_thread
 from tests.e2e import helpers
 from tests.e2e.helpers import free_port, start_daemon
 from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, booting_spheron
-from vllm_standin.server import run_in_thread
 
 pytestmark = pytest.mark.e2e
 SPOT_OFFER = "sai-h100-sxm5-spot"

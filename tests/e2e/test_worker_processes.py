@@ -73,7 +73,7 @@ def test_workers_exit_when_their_process_is_killed(tmp_path: Path, command: list
     (tmp_path / "day.yaml").write_text(WORKLOAD)
     files = ["-f", str(tmp_path / "tiers.yaml"), "--workload", str(tmp_path / "day.yaml")]
     parent = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", command[0], *files, *command[1:]], cwd=repo_root(),
+        [sys.executable, "-m", "scalectl.cli.main", command[0], *files, *command[1:]], cwd=repo_root(),
         env=env_for(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     started: list[int] = []

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from clocks import Clock
+from scalectl.clocks import Clock
 from tests.fakes import Fault, FaultPlan, LoopbackServer
 
 API_KEY = "secret_lambda_fake_0123456789abcdef"

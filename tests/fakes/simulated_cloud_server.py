@@ -1,12 +1,12 @@
-"""The simulated cloud's HTTP server (``providers.simulated.server``) in a thread on a free loopback port,
+"""The simulated cloud's HTTP server (``scalectl.providers.simulated.server``) in a thread on a free loopback port,
 for tests and benchmarks that share one simulated cloud between several adapters or daemon processes."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from providers.simulated import SimulatedCloud
-from providers.simulated.server import build_app, make_cloud
+from scalectl.providers.simulated import SimulatedCloud
+from scalectl.providers.simulated.server import build_app, make_cloud
 from tests.fakes import LoopbackServer
 
 

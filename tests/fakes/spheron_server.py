@@ -42,7 +42,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from clocks import Clock
+from scalectl.clocks import Clock
 from tests.fakes import Fault, FaultPlan, LoopbackServer, WindowLimit
 
 API_KEY = "sai_pk_fake_spheron_key_0123456789"

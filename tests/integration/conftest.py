@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from controller.store.db import make_engine
+from scalectl.controller.store.db import make_engine
 from tests.services import scratch_database
 
 

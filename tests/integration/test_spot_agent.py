@@ -19,10 +19,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from controller.webhooks.auth import AuthMethod, WebhookAuth, authenticate
-from controller.webhooks.notice import InterruptionNotice, NoticeAction, NoticeSource, parse_notice
-from providers.secrets import Secret
-from serving.agent import spot_agent_script
+from scalectl.controller.webhooks.auth import AuthMethod, WebhookAuth, authenticate
+from scalectl.controller.webhooks.notice import InterruptionNotice, NoticeAction, NoticeSource, parse_notice
+from scalectl.providers.secrets import Secret
+from scalectl.serving.agent import spot_agent_script
 from tests.fakes import LoopbackServer
 
 SECRET = "agent-e2e-secret-0123456789abcdef"

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, inspect, text
 
-from controller.store import migrate
-from controller.store.models import Base, InstanceRecord
-from controller.store.repository import Store, tier_spec_json
-from policies.types import PolicyState
+from scalectl.controller.store import migrate
+from scalectl.controller.store.models import Base, InstanceRecord
+from scalectl.controller.store.repository import Store, tier_spec_json
+from scalectl.policies.types import PolicyState
+from scalectl.tiers.config import parse_config
 from tests.builders import min_floor, ready_instance_row, tier, tiers_yaml
-from tiers.config import parse_config
 
 TIERS = tiers_yaml({"web": tier(min=1, max=4, policy=min_floor(1))})
 
@@ -105,7 +105,7 @@ def test_instances_decisions_events_and_policy_state_round_trip(any_engine: Engi
 
 @pytest.mark.parametrize("days", [1, 30])
 def test_prune_keeps_recent_history(any_engine: Engine, days: int) -> None:
-    from controller.store.models import DecisionRecord
+    from scalectl.controller.store.models import DecisionRecord
 
     migrate.upgrade(any_engine)
     store = Store(any_engine)
@@ -117,7 +117,7 @@ def test_prune_keeps_recent_history(any_engine: Engine, days: int) -> None:
 
 
 def test_a_notice_from_another_provider_account_or_for_another_instance_changes_nothing(any_engine: Engine) -> None:
-    from controller.store.repository import NoticeMismatch
+    from scalectl.controller.store.repository import NoticeMismatch
 
     migrate.upgrade(any_engine)
     store = Store(any_engine)
@@ -136,8 +136,8 @@ def test_a_notice_from_another_provider_account_or_for_another_instance_changes_
 def test_seen_webhook_requests_are_shared_claimed_once_and_pruned_by_age(any_engine: Engine) -> None:
     from sqlalchemy import func, select
 
-    from controller.store.models import WebhookSeen
-    from controller.store.seen_requests import SeenRequests
+    from scalectl.controller.store.models import WebhookSeen
+    from scalectl.controller.store.seen_requests import SeenRequests
 
     migrate.upgrade(any_engine)
     one, two = (SeenRequests(Store(any_engine).sessions, keep_for=600.0) for _ in range(2))  # two daemons
@@ -161,7 +161,7 @@ def test_a_daemon_killed_while_it_creates_the_sqlite_schema_starts_next_time(tmp
 
     from sqlalchemy import event
 
-    from controller.store.db import make_engine
+    from scalectl.controller.store.db import make_engine
 
     url = f"sqlite:///{tmp_path / 'store.db'}"
 

@@ -16,19 +16,19 @@ import httpx
 import pytest
 from sqlalchemy import Engine, func, select
 
-from clocks import FakeClock
-from controller.http_app import Health, build_http_app
-from controller.metrics import DaemonMetrics
-from controller.store import migrate
-from controller.store.models import EventRecord, InstanceRecord, WebhookSeen
-from controller.store.repository import Store
-from controller.webhooks import sign
-from controller.webhooks.http import make_handler
-from controller.webhooks.notice import MAX_JSON_DEPTH
-from controller.webhooks.receive import MAX_BODY_BYTES
-from providers.secrets import Secret
+from scalectl.clocks import FakeClock
+from scalectl.controller.http_app import Health, build_http_app
+from scalectl.controller.metrics import DaemonMetrics
+from scalectl.controller.store import migrate
+from scalectl.controller.store.models import EventRecord, InstanceRecord, WebhookSeen
+from scalectl.controller.store.repository import Store
+from scalectl.controller.webhooks import sign
+from scalectl.controller.webhooks.http import make_handler
+from scalectl.controller.webhooks.notice import MAX_JSON_DEPTH
+from scalectl.controller.webhooks.receive import MAX_BODY_BYTES
+from scalectl.providers.secrets import Secret
+from scalectl.tiers.config import parse_config
 from tests.builders import ready_instance_row
-from tiers.config import parse_config
 
 SECRET = "fuzz-agent-secret-0123456789abcdef"
 TOKEN = "fuzz-eventbridge-token-0123456789"

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import uvicorn
 
-from clocks import SystemClock
-from controller.http_app import Health, build_http_app
-from controller.metrics import DaemonMetrics
-from controller.webhooks.auth import WebhookAuth
-from controller.webhooks.http import make_notice_endpoint
-from controller.webhooks.notice import InterruptionNotice
-from providers.secrets import Secret
+from scalectl.clocks import SystemClock
+from scalectl.controller.http_app import Health, build_http_app
+from scalectl.controller.metrics import DaemonMetrics
+from scalectl.controller.webhooks.auth import WebhookAuth
+from scalectl.controller.webhooks.http import make_notice_endpoint
+from scalectl.controller.webhooks.notice import InterruptionNotice
+from scalectl.providers.secrets import Secret
 
 
 class _MemoryReplays:

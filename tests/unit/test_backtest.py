@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from controller.backtest import BacktestInputError, run_backtest, run_backtest_file, tier_price_per_hour
-from sizing.gpus import gpu_info
-from tiers.config import ConfigError, FleetConfig, load_config, parse_config
+from scalectl.controller.backtest import BacktestInputError, run_backtest, run_backtest_file, tier_price_per_hour
+from scalectl.sizing.gpus import gpu_info
+from scalectl.tiers.config import ConfigError, FleetConfig, load_config, parse_config
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_TIERS = REPO / "examples" / "tiers.yaml"

@@ -8,8 +8,8 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from cli.main import app
-from cli.output import EXIT_USAGE
+from scalectl.cli.main import app
+from scalectl.cli.output import EXIT_USAGE
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_TIERS = str(REPO / "examples" / "tiers.yaml")

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from controller.metrics import DaemonMetrics
-from controller.store.db import make_engine
-from controller.store.models import Base
-from controller.store.repository import Store
-from policies.types import PolicyState
-from tiers.config import load_config
+from scalectl.controller.metrics import DaemonMetrics
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.models import Base
+from scalectl.controller.store.repository import Store
+from scalectl.policies.types import PolicyState
+from scalectl.tiers.config import load_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiers.yaml"
 

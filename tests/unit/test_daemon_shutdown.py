@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from controller.daemon import Daemon, DaemonOptions
-from controller.settings import Settings
+from scalectl.controller.daemon import Daemon, DaemonOptions
+from scalectl.controller.settings import Settings
 
 
 async def test_a_stop_during_a_tick_lets_the_tick_finish(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from controller.embedded.demo_clock import DEMO_ZONE, demo_start, world_start
-from controller.embedded.routing import reads_synthetic_load
-from tiers.config import parse_config
+from scalectl.cli.main import app
+from scalectl.controller.embedded.demo_clock import DEMO_ZONE, demo_start, world_start
+from scalectl.controller.embedded.routing import reads_synthetic_load
+from scalectl.tiers.config import parse_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiers.yaml"
 

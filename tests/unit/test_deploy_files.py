@@ -10,7 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli.main import app
+from scalectl.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -29,6 +29,9 @@ def test_the_image_is_multi_stage_on_a_pinned_base_without_the_plotting_stack() 
     packaged = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
     missing = {pattern.rstrip("*") for pattern in packaged["include"]} - copied
     assert not missing, f"packages the wheel includes but the image build does not copy: {sorted(missing)}"
+    linked = {link.name for link in (ROOT / "scalectl").iterdir() if link.is_symlink()}
+    assert linked == {"controller", "migrations", "policies", "providers"}
+    assert not linked - copied, f"scalectl/ links to folders the image build does not copy: {sorted(linked - copied)}"
 
 
 def test_compose_has_its_files_and_checks_postgres_with_a_password() -> None:
@@ -65,7 +68,7 @@ def test_plotting_is_an_extra_and_unused_packages_are_gone() -> None:
 
 
 def test_plot_without_matplotlib_is_a_clear_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import cli.simulate_cmd as cmd
+    import scalectl.cli.simulate_cmd as cmd
 
     real = cmd.importlib.util.find_spec
     monkeypatch.setattr(cmd.importlib.util, "find_spec", lambda name: None if name == "matplotlib" else real(name))

@@ -8,10 +8,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from scalectl.tiers.config import parse_config
+from scalectl.tiers.disruption import DisruptionWindow, active_budget, budget_count
+from scalectl.tiers.errors import ConfigError
 from tests.builders import min_floor, tier, tiers_yaml
-from tiers.config import parse_config
-from tiers.disruption import DisruptionWindow, active_budget, budget_count
-from tiers.errors import ConfigError
 
 NY = ZoneInfo("America/New_York")
 BUSINESS = DisruptionWindow(cron="0 9 * * mon-fri", duration=8 * 3600, timezone="America/New_York", max_disrupted=0)

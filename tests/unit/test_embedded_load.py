@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
-from clocks import FakeClock
-from controller.embedded.load import OUTPUT_TOKENS, PROMPT_TOKENS, SyntheticLoad
-from providers.simulated import SimulatedCloud
-from sizing.engine import launched_engine
-from sizing.spec import ServingSpec
+from scalectl.clocks import FakeClock
+from scalectl.controller.embedded.load import OUTPUT_TOKENS, PROMPT_TOKENS, SyntheticLoad
+from scalectl.providers.simulated import SimulatedCloud
+from scalectl.sizing.engine import launched_engine
+from scalectl.sizing.spec import ServingSpec
 
 
 def _load() -> SyntheticLoad:

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from controller.logs import LogFormat, setup_logging
+from scalectl.controller.logs import LogFormat, setup_logging
 
 WORLD = 1_767_258_000.0  # 2026-01-01T09:00:00Z
 

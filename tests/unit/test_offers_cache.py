@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from clocks import FakeClock
-from controller.offers import OfferCache
-from providers.base import Capacity, GpuRequest, LaunchSpec, Offer, ProviderInstance
-from providers.errors import Transient
+from scalectl.clocks import FakeClock
+from scalectl.controller.offers import OfferCache
+from scalectl.providers.base import Capacity, GpuRequest, LaunchSpec, Offer, ProviderInstance
+from scalectl.providers.errors import Transient
 
 
 class CountingProvider:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
-from cli.main import app
-from clocks import FakeClock
+from scalectl.cli.main import app
+from scalectl.clocks import FakeClock
 from tests.fakes.spheron_server import API_KEY as SPHERON_KEY
 from tests.fakes.spheron_server import FakeSpheron, start_fake_spheron
 from tests.fakes.vastai_server import VastFake, serve_vast

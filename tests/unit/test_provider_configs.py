@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.app import provider_configs
-from controller.settings import Settings
-from tiers.config import parse_config
+from scalectl.controller.app import provider_configs
+from scalectl.controller.settings import Settings
+from scalectl.tiers.config import parse_config
 
 TIERS = """
 tiers:

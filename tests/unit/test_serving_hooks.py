@@ -14,17 +14,17 @@ import httpx
 import pytest
 import yaml
 
-from clocks import FakeClock
-from controller.serving_hooks import ServingHooks, arg_value, build_hooks, provider_capabilities, provider_type
-from controller.settings import Settings
-from controller.store.models import InstanceRecord
-from providers.registry import adapter_class
-from serving.bootstrap.cloud_init import CloudConfig
-from serving.bootstrap.container import ContainerLaunch
-from serving.routing import Endpoint, NginxTarget, RoutingResult, TierRoute
-from tiers.config import FleetConfig, TierSpec, parse_config
-from vllm_standin.app import StandinConfig
-from vllm_standin.server import RunningStandins, run_in_thread
+from scalectl.clocks import FakeClock
+from scalectl.controller.serving_hooks import ServingHooks, arg_value, build_hooks, provider_capabilities, provider_type
+from scalectl.controller.settings import Settings
+from scalectl.controller.store.models import InstanceRecord
+from scalectl.providers.registry import adapter_class
+from scalectl.serving.bootstrap.cloud_init import CloudConfig
+from scalectl.serving.bootstrap.container import ContainerLaunch
+from scalectl.serving.routing import Endpoint, NginxTarget, RoutingResult, TierRoute
+from scalectl.tiers.config import FleetConfig, TierSpec, parse_config
+from scalectl.vllm_standin.app import StandinConfig
+from scalectl.vllm_standin.server import RunningStandins, run_in_thread
 
 TIERS = """
 tiers:
@@ -67,7 +67,7 @@ class RecordingTarget:
 
     async def apply(self, tier: TierRoute, endpoints: Sequence[Endpoint]) -> RoutingResult:
         if self.fail:
-            from serving.routing import RoutingError
+            from scalectl.serving.routing import RoutingError
 
             raise RoutingError("nginx said no")
         self.calls.append((tier, [e.address for e in endpoints]))

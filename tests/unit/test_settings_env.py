@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from controller.settings import Settings
+from scalectl.controller.settings import Settings
 
 
 def test_fields_come_from_their_variables_and_arguments_win(monkeypatch: pytest.MonkeyPatch) -> None:

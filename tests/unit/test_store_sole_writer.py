@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.store import migrate
-from controller.store.db import make_engine
-from controller.store.repository import Store
+from scalectl.controller.store import migrate
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.repository import Store
+from scalectl.tiers.config import parse_config
 from tests.builders import min_floor, tier, tiers_yaml
-from tiers.config import parse_config
 
 ONE = tiers_yaml({"web": tier(max=4, policy=min_floor(1))})
 TWO = tiers_yaml({"web": tier(max=4, policy=min_floor(1)), "chat": tier(max=2, policy=min_floor(0))})

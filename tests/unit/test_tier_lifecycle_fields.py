@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from scalectl.tiers.config import ConfigError
 from tests.builders import fleet, tier
-from tiers.config import ConfigError
 
 
 def test_defaults_keep_todays_behaviour() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.unit_cost import billed_in, cost_per_1k
+from scalectl.controller.unit_cost import billed_in, cost_per_1k
 
 
 def test_billing_is_clipped_to_the_window() -> None:

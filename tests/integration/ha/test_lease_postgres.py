@@ -9,9 +9,9 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
-from controller.ha.lease import Identity, LeadershipLost
-from controller.ha.lease_store import LeaseStore
-from controller.store import migrate
+from scalectl.controller.ha.lease import Identity, LeadershipLost
+from scalectl.controller.ha.lease_store import LeaseStore
+from scalectl.controller.store import migrate
 
 pytestmark = pytest.mark.integration
 

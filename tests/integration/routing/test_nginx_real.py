@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from serving.routing import Endpoint, NginxTarget, TierRoute
+from scalectl.serving.routing import Endpoint, NginxTarget, TierRoute
 from tests.ports import free_port
 from tests.private_nginx import NGINX, private_nginx
 

@@ -9,9 +9,9 @@ import httpx
 import pytest
 import redis
 
-from clocks import SystemClock
-from sources.reader import SignalReader
-from sources.spec import SignalsSpec
+from scalectl.clocks import SystemClock
+from scalectl.sources.reader import SignalReader
+from scalectl.sources.spec import SignalsSpec
 from tests.integration.signals.worker import celery_worker
 
 pytestmark = pytest.mark.integration

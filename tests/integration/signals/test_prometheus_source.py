@@ -15,9 +15,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from clocks import FakeClock
-from sources.reader import SignalReader
-from sources.spec import SignalsSpec
+from scalectl.clocks import FakeClock
+from scalectl.sources.reader import SignalReader
+from scalectl.sources.spec import SignalsSpec
 
 pytestmark = pytest.mark.integration
 NOW = 1_767_225_600.0

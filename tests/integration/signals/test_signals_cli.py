@@ -11,8 +11,8 @@ import redis
 import typer
 from typer.testing import CliRunner
 
-from cli import signals_cmd
-from vllm_standin import StandinConfig, run_in_thread
+from scalectl.cli import signals_cmd
+from scalectl.vllm_standin import StandinConfig, run_in_thread
 
 # The command as scalectl registers it, in a group of its own (other command groups may not exist here).
 app = typer.Typer()

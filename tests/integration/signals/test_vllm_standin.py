@@ -13,14 +13,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from clocks import SystemClock
-from sizing.engine import EngineConfig, build_profile
-from sources.exposition import parse_vllm_metrics, parse_vllm_metrics_reference
-from sources.reader import SignalReader
-from sources.spec import SignalsSpec
+from scalectl.clocks import SystemClock
+from scalectl.sizing.engine import EngineConfig, build_profile
+from scalectl.sources.exposition import parse_vllm_metrics, parse_vllm_metrics_reference
+from scalectl.sources.reader import SignalReader
+from scalectl.sources.spec import SignalsSpec
+from scalectl.vllm_standin import StandinConfig, run_in_thread
+from scalectl.vllm_standin.app import engine_profile
 from tests.ports import free_port
-from vllm_standin import StandinConfig, run_in_thread
-from vllm_standin.app import engine_profile
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[3]

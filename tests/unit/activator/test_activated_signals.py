@@ -6,17 +6,17 @@ from collections.abc import Sequence
 
 import pytest
 
-from clocks import FakeClock
-from controller.activation import ActivatedSignals, activated, hold_limits, sync_gates
-from controller.settings import Settings
-from policies.load import load_of
-from policies.types import Signals
-from serving.activator import Activator, HoldLimits
-from sources.reading import TierReading
-from sources.spec import SignalsSpec
+from scalectl.clocks import FakeClock
+from scalectl.controller.activation import ActivatedSignals, activated, hold_limits, sync_gates
+from scalectl.controller.settings import Settings
+from scalectl.policies.load import load_of
+from scalectl.policies.types import Signals
+from scalectl.serving.activator import Activator, HoldLimits
+from scalectl.sources.reading import TierReading
+from scalectl.sources.spec import SignalsSpec
+from scalectl.tiers.config import parse_config
+from scalectl.tiers.errors import ConfigError
 from tests.builders import fleet, min_floor, tier, tiers_yaml
-from tiers.config import parse_config
-from tiers.errors import ConfigError
 
 CHAT = {"activator": {"max_held": 7, "max_wait": "90s"}}
 TIERS = tiers_yaml({"chat": tier(policy=min_floor(0), **CHAT), "batch": tier(policy=min_floor(0))})

@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from serving.activator import Activator, HoldLimits
+from scalectl.serving.activator import Activator, HoldLimits
 
 
 def upstream_app(seen: list[tuple[str, str, bytes, str | None]]) -> Starlette:

@@ -9,13 +9,13 @@ import subprocess
 import pytest
 import yaml
 
-from serving.bootstrap.cloud_init import render_user_data
-from serving.bootstrap.container import container_launch
-from serving.bootstrap.ssh_script import render_ssh_script
-from serving.bootstrap.validate import InvalidUserData, cloud_init_schema_check, validate_user_data
-from sizing.server import ServerDescription, resolve_secret_refs
-from tiers.config import parse_config
-from tiers.server import describe_tier_server
+from scalectl.serving.bootstrap.cloud_init import render_user_data
+from scalectl.serving.bootstrap.container import container_launch
+from scalectl.serving.bootstrap.ssh_script import render_ssh_script
+from scalectl.serving.bootstrap.validate import InvalidUserData, cloud_init_schema_check, validate_user_data
+from scalectl.sizing.server import ServerDescription, resolve_secret_refs
+from scalectl.tiers.config import parse_config
+from scalectl.tiers.server import describe_tier_server
 
 TIERS = """
 tiers:

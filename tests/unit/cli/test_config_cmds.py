@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
+from scalectl.cli.main import app
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiers.yaml"
 
@@ -138,9 +138,9 @@ def test_offers_defaults_to_the_applied_configuration(cli: CliRunner) -> None:
 
 
 def test_describe_tier_shows_capacity_per_instance_and_what_was_learned(cli: CliRunner) -> None:
-    from cli.context import open_store, settings
-    from policies.capacity import observe
-    from policies.types import PolicyState
+    from scalectl.cli.context import open_store, settings
+    from scalectl.policies.capacity import observe
+    from scalectl.policies.types import PolicyState
 
     run(cli, "apply", "-f", str(EXAMPLE))
     code, out, _ = run(cli, "describe", "tier", "orchestrator", "-o", "json")
@@ -180,8 +180,8 @@ def test_describe_tier_shows_capacity_per_instance_and_what_was_learned(cli: Cli
 
 
 def test_describe_tier_shows_what_a_max_wait_batch_tier_learned(cli: CliRunner) -> None:
-    from cli.context import open_store, settings
-    from policies.types import PolicyState
+    from scalectl.cli.context import open_store, settings
+    from scalectl.policies.types import PolicyState
     from tests.unit.policies.batch_learned import learned_runner, measured_boots
 
     batch_night = EXAMPLE.parent / "tiers" / "batch-night.yaml"  # `max_wait: 10m` only

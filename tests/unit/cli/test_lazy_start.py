@@ -11,22 +11,22 @@ from pathlib import Path
 
 import typer
 
-from cli.main import COMMANDS, build_app
-from controller.store.migrate import head_revision
-from controller.store.open import script_heads
+from scalectl.cli.main import COMMANDS, build_app
+from scalectl.controller.store.migrate import head_revision
+from scalectl.controller.store.open import script_heads
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "tiers.yaml"
 PROBE = """
 import json, sys
-from cli.main import main
+from scalectl.cli.main import main
 sys.argv = ["scalectl", *sys.argv[1:]]
 try:
     main()
 except SystemExit:
     pass
 heavy = (
-    "alembic", "simulator", "numpy", "providers", "httpx", "redis", "celery", "tiers.config", "sqlalchemy",
+    "alembic", "simulator", "numpy", "providers", "httpx", "redis", "celery", "scalectl.tiers.config", "sqlalchemy",
     "rich", "matplotlib", "optuna",
 )
 print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
@@ -52,7 +52,7 @@ def test_status_on_an_up_to_date_database_loads_nothing_heavy(tmp_path: Path) ->
 def test_status_of_an_applied_config_parses_it_and_loads_nothing_else_heavy(tmp_path: Path) -> None:
     assert "sqlalchemy" in _loaded(tmp_path, "apply", "-f", str(EXAMPLE))
     # The tiers-file models validate the stored config; the store is read with sqlite3, no SQLAlchemy.
-    assert _loaded(tmp_path, "status", "-o", "json") == ["providers", "tiers.config"]
+    assert _loaded(tmp_path, "status", "-o", "json") == ["providers", "scalectl.tiers.config"]
 
 
 def test_the_command_map_names_every_registered_command() -> None:
@@ -62,6 +62,6 @@ def test_the_command_map_names_every_registered_command() -> None:
 
 
 def test_the_light_head_check_agrees_with_alembic(tmp_path: Path) -> None:
-    from controller.store.db import make_engine
+    from scalectl.controller.store.db import make_engine
 
     assert script_heads() == {head_revision(make_engine(f"sqlite:///{tmp_path / 'x.db'}"))}

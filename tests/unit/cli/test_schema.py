@@ -13,9 +13,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cli.main import app
-from tiers.config import ConfigError, parse_config
-from tiers.schema import tiers_schema, tiers_schema_text
+from scalectl.cli.main import app
+from scalectl.tiers.config import ConfigError, parse_config
+from scalectl.tiers.schema import tiers_schema, tiers_schema_text
 
 ROOT = Path(__file__).resolve().parents[3]
 PUBLISHED = ROOT / "docs" / "tiers.schema.json"

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from controller.ha.lease import Identity
-from controller.ha.lease_store import LeaseStore
-from controller.ha.replica import read_replicas
-from controller.settings import Settings
-from controller.status import status_document
-from controller.store import world_clock
-from controller.store.models import InstanceRecord
-from controller.store.open import open_store
-from controller.store.repository import Store
-from controller.store.status_reads import open_sqlite_reads, sqlite_file
-from domain.instance import InstanceState
-from policies.types import PolicyState
-from tiers.config import parse_config
+from scalectl.controller.ha.lease import Identity
+from scalectl.controller.ha.lease_store import LeaseStore
+from scalectl.controller.ha.replica import read_replicas
+from scalectl.controller.settings import Settings
+from scalectl.controller.status import status_document
+from scalectl.controller.store import world_clock
+from scalectl.controller.store.models import InstanceRecord
+from scalectl.controller.store.open import open_store
+from scalectl.controller.store.repository import Store
+from scalectl.controller.store.status_reads import open_sqlite_reads, sqlite_file
+from scalectl.domain.instance import InstanceState
+from scalectl.policies.types import PolicyState
+from scalectl.tiers.config import parse_config
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiers.yaml"
 WALL = 1_800_000_000.0

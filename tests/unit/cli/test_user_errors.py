@@ -9,9 +9,9 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from cli.main import app
-from cli.traces import MissingTrace, resolve_traces
-from simulator.workloads.spec import TraceLoad, load_workload
+from scalectl.cli.main import app
+from scalectl.cli.traces import MissingTrace, resolve_traces
+from scalectl.simulator.workloads.spec import TraceLoad, load_workload
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"

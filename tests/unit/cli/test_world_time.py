@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import app
-from controller.app import open_store
-from controller.settings import Settings
-from controller.store import world_clock
-from controller.store.models import DecisionRecord, EventRecord
+from scalectl.cli.main import app
+from scalectl.controller.app import open_store
+from scalectl.controller.settings import Settings
+from scalectl.controller.store import world_clock
+from scalectl.controller.store.models import DecisionRecord, EventRecord
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiers.yaml"
 SPEED = 60.0

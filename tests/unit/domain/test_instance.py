@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from domain.instance import Instance, InstanceState
+from scalectl.domain.instance import Instance, InstanceState
 
 
 def _pending(**kw: object) -> Instance:

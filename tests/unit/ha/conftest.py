@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from controller.store import migrate
-from controller.store.db import make_engine
+from scalectl.controller.store import migrate
+from scalectl.controller.store.db import make_engine
 
 
 @pytest.fixture

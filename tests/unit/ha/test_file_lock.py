@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from controller.ha.file_lock import DaemonAlreadyRunning, SqliteDaemonLock, sqlite_path
+from scalectl.controller.ha.file_lock import DaemonAlreadyRunning, SqliteDaemonLock, sqlite_path
 
 HOLD = """
 import sys, time
 from pathlib import Path
-from controller.ha.file_lock import SqliteDaemonLock
+from scalectl.controller.ha.file_lock import SqliteDaemonLock
 lock = SqliteDaemonLock(Path(sys.argv[1]))
 lock.acquire()
 print("held", flush=True)

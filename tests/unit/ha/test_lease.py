@@ -6,11 +6,11 @@ import pytest
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from clocks import FakeClock
-from controller.ha.elector import LeaderElector, LeadershipChange
-from controller.ha.lease import Identity, LeadershipLost, Term
-from controller.ha.lease_store import LeaseStore
-from controller.store.db import make_engine
+from scalectl.clocks import FakeClock
+from scalectl.controller.ha.elector import LeaderElector, LeadershipChange
+from scalectl.controller.ha.lease import Identity, LeadershipLost, Term
+from scalectl.controller.ha.lease_store import LeaseStore
+from scalectl.controller.store.db import make_engine
 
 TTL = 10.0
 A = Identity("host-a:1:aaaa", "host-a", 1)

@@ -7,11 +7,11 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
-from clocks import FakeClock
-from controller.ha.lease import Identity, LeadershipLost
-from controller.ha.lease_store import LeaseStore
-from controller.ha.shard_elector import ShardElector
-from controller.ha.shards import HOUSEKEEPING, assignment, owner_of, tier_lease
+from scalectl.clocks import FakeClock
+from scalectl.controller.ha.lease import Identity, LeadershipLost
+from scalectl.controller.ha.lease_store import LeaseStore
+from scalectl.controller.ha.shard_elector import ShardElector
+from scalectl.controller.ha.shards import HOUSEKEEPING, assignment, owner_of, tier_lease
 
 TTL = 10.0
 A = Identity("host-a:1:aaaa", "host-a", 1)

@@ -10,21 +10,21 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from clocks import FakeClock
-from controller.app import open_store
-from controller.metrics import DaemonMetrics
-from controller.metrics_feed import MetricsFeed, decision_outcome
-from controller.provider_metrics import MeteredProvider
-from controller.reconciler.loop import TickReport, TierTick
-from controller.settings import Settings
-from controller.store.models import EventRecord, InstanceRecord
-from controller.store.repository import Store
-from policies.types import Signals
-from providers.base import GpuRequest
-from providers.errors import InstanceNotFound
-from providers.registry import ProviderConfig
-from providers.simulated import SimulatedCloud
-from tiers.config import parse_config
+from scalectl.clocks import FakeClock
+from scalectl.controller.app import open_store
+from scalectl.controller.metrics import DaemonMetrics
+from scalectl.controller.metrics_feed import MetricsFeed, decision_outcome
+from scalectl.controller.provider_metrics import MeteredProvider
+from scalectl.controller.reconciler.loop import TickReport, TierTick
+from scalectl.controller.settings import Settings
+from scalectl.controller.store.models import EventRecord, InstanceRecord
+from scalectl.controller.store.repository import Store
+from scalectl.policies.types import Signals
+from scalectl.providers.base import GpuRequest
+from scalectl.providers.errors import InstanceNotFound
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.simulated import SimulatedCloud
+from scalectl.tiers.config import parse_config
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "tiers.yaml"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from policies.types import Bounds
+from scalectl.policies.types import Bounds
 from tests.unit.policies.helpers import Runner, spec
 
 POLICY = spec(kind="scale-to-zero", max_wait="10m", queue_per_instance=20)

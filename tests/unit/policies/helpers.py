@@ -6,10 +6,10 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from policies.engine import decide
-from policies.external import ExternalPolicyLike
-from policies.spec import PolicySpec
-from policies.types import Bounds, Decision, PolicyInput, PolicyState, SeasonalHistory, Signals
+from scalectl.policies.engine import decide
+from scalectl.policies.external import ExternalPolicyLike
+from scalectl.policies.spec import PolicySpec
+from scalectl.policies.types import Bounds, Decision, PolicyInput, PolicyState, SeasonalHistory, Signals
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 

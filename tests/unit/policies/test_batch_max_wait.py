@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from policies import batch
-from policies.types import Bounds
+from scalectl.policies import batch
+from scalectl.policies.types import Bounds
 from tests.unit.policies.batch_learned import MU, POLICY, learned_runner, measured_boots
 from tests.unit.policies.helpers import Runner, spec
 

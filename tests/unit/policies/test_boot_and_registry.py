@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import typing
 
-from policies import boot
-from policies.predictive import DEFAULT_LEAD_TIME_S, lead_time_of
-from policies.registry import KINDS, forecast_of, kind_of
-from policies.spec import PolicySpec
+from scalectl.policies import boot
+from scalectl.policies.predictive import DEFAULT_LEAD_TIME_S, lead_time_of
+from scalectl.policies.registry import KINDS, forecast_of, kind_of
+from scalectl.policies.spec import PolicySpec
+from scalectl.tiers.config import ConfigError, parse_config
 from tests.unit.policies.helpers import spec
-from tiers.config import ConfigError, parse_config
 
 
 def test_boot_time_is_the_90th_percentile_of_launch_to_ready() -> None:

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from policies.capacity import BIN, SETTLE_S, estimate, observe, small_fleet_capacity
-from policies.types import PolicyState
+from scalectl.policies.capacity import BIN, SETTLE_S, estimate, observe, small_fleet_capacity
+from scalectl.policies.types import PolicyState
 
 PRIOR = 100.0
 TARGET = 0.5

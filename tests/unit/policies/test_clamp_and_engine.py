@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from policies.clamp import clamp, max_affordable
-from policies.engine import decide
-from policies.types import Bounds, PolicyInput, PolicyState, Signals
+from scalectl.policies.clamp import clamp, max_affordable
+from scalectl.policies.engine import decide
+from scalectl.policies.types import Bounds, PolicyInput, PolicyState, Signals
 from tests.unit.policies.helpers import T0, Runner, spec
 
 

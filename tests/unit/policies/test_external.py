@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from policies.external import ExternalPolicyError, load_external_policy, run_external
-from policies.types import Bounds, PolicyInput, PolicyState, Signals
+from scalectl.policies.external import ExternalPolicyError, load_external_policy, run_external
+from scalectl.policies.types import Bounds, PolicyInput, PolicyState, Signals
 from tests.unit.policies.helpers import T0, Runner, spec
 
 EXAMPLE = "examples.policies.target_tracking:RequestRateTargetTracking"

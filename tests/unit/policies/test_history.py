@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from policies.history import DemandHistory
-from policies.spec import SeasonalForecast
+from scalectl.policies.history import DemandHistory
+from scalectl.policies.spec import SeasonalForecast
 
 DAY = 86400.0
 

@@ -3,7 +3,7 @@ hold narrow it; a return the remaining instances carry within the target teaches
 
 from __future__ import annotations
 
-from policies.types import Bounds
+from scalectl.policies.types import Bounds
 from tests.unit.policies.helpers import Runner, spec
 from tests.unit.policies.test_tracking import PLAIN, vllm
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policies.types import Bounds
+from scalectl.policies.types import Bounds
 from tests.unit.policies.helpers import Runner, spec
 
 MF = spec(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from policies.types import Bounds, SeasonalHistory
+from scalectl.policies.types import Bounds, SeasonalHistory
 from tests.unit.policies.helpers import Runner, spec
 
 NY = ZoneInfo("America/New_York")

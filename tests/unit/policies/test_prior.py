@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from policies.prior import capacity_prior, compute_prior
-from sizing.spec import ServingSpec
+from scalectl.policies.prior import capacity_prior, compute_prior
+from scalectl.sizing.spec import ServingSpec
 
 
 def test_compute_is_two_flops_per_parameter_per_token_at_the_gpus_effective_peak() -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.clamp import max_affordable
-from policies.engine import decide
-from policies.spec import PolicySpec
-from policies.types import Bounds, Decision, PolicyInput, PolicyState, Signals
+from scalectl.policies.clamp import max_affordable
+from scalectl.policies.engine import decide
+from scalectl.policies.spec import PolicySpec
+from scalectl.policies.types import Bounds, Decision, PolicyInput, PolicyState, Signals
 from tests.unit.policies.helpers import T0, spec
 
 maybe_count = st.one_of(st.none(), st.integers(0, 400).map(float))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policies.queue_ages import MAX_COHORTS, advance, cohorts
+from scalectl.policies.queue_ages import MAX_COHORTS, advance, cohorts
 
 
 def test_starts_take_the_oldest_first() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies import ramp
+from scalectl.policies import ramp
 
 T0 = 1_767_225_600.0  # a minute boundary
 

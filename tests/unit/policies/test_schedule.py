@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from policies.schedule import active_window
-from policies.spec import ScheduleWindow
+from scalectl.policies.schedule import active_window
+from scalectl.policies.spec import ScheduleWindow
 
 NY = ZoneInfo("America/New_York")
 WEEKDAYS_8_TO_18 = ScheduleWindow(cron="0 8 * * mon-fri", until="18:00", instances=6, timezone="America/New_York")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.types import Bounds, PolicyState
+from scalectl.policies.types import Bounds, PolicyState
 from tests.unit.policies.helpers import Runner, spec
 
 # capacity 100 in flight per instance × 0.85 = 85 per instance; no learning, no tolerance, no hedged launches:
@@ -256,7 +256,7 @@ def test_scale_in_stops_at_a_small_fleet_size_that_breached_at_this_load() -> No
     so the scale-in stops at two (and says nothing new: the reason is the window's)."""
     from dataclasses import replace
 
-    from policies.capacity import observe
+    from scalectl.policies.capacity import observe
     from tests.unit.policies.helpers import T0
 
     learned: dict[str, float] = {}
@@ -307,7 +307,7 @@ def test_a_bursts_queue_of_a_few_seconds_teaches_no_knee() -> None:
     """Twenty instances carry 10 requests each on average; every minute a burst of a trace piles 45 each
     into the engines for a tick and the p99 breaches. The TTFT quantile describes the window, whose load
     is the average: learning the burst's in-flight count as the knee would size the day at a third."""
-    from policies.capacity import estimate
+    from scalectl.policies.capacity import estimate
 
     fields = {**PLAIN, "learn_capacity": True, "ttft_quantile": 0.99}
     run = Runner(spec(**fields), bounds=Bounds(min=1, max=40), current=20)

@@ -19,10 +19,10 @@ from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 from moto.core.botocore_stubber import MockRawResponse
 
-from clocks import FakeClock
-from providers.aws import DEFAULT_AMI_SSM_PARAMETER, AwsEc2Provider, instance_status, latest_spot_prices
-from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
-from providers.errors import (
+from scalectl.clocks import FakeClock
+from scalectl.providers.aws import DEFAULT_AMI_SSM_PARAMETER, AwsEc2Provider, instance_status, latest_spot_prices
+from scalectl.providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
+from scalectl.providers.errors import (
     AuthFailed,
     InstanceNotFound,
     InsufficientCapacity,
@@ -32,10 +32,10 @@ from providers.errors import (
     RateLimited,
     Transient,
 )
-from providers.registry import ProviderConfig, build_provider
-from providers.tagging import KEY_TAG, TIER_TAG
-from serving.bootstrap.cloud_init import render_user_data
-from sizing.server import ServerDescription
+from scalectl.providers.registry import ProviderConfig, build_provider
+from scalectl.providers.tagging import KEY_TAG, TIER_TAG
+from scalectl.serving.bootstrap.cloud_init import render_user_data
+from scalectl.sizing.server import ServerDescription
 from tests.fakes.aws_moto import BASE_AMI, REGION, FakeEc2, set_fake_credentials
 
 

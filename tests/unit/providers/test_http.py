@@ -13,10 +13,17 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from clocks import FakeClock
-from providers.errors import AuthFailed, InstanceNotFound, InvalidRequest, ProviderError, RateLimited, Transient
-from providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status, retry_after_from
-from providers.registry import ProviderConfig
+from scalectl.clocks import FakeClock
+from scalectl.providers.errors import (
+    AuthFailed,
+    InstanceNotFound,
+    InvalidRequest,
+    ProviderError,
+    RateLimited,
+    Transient,
+)
+from scalectl.providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy, classify_status, retry_after_from
+from scalectl.providers.registry import ProviderConfig
 from tests.fakes import LoopbackServer
 
 KEY_ENV = "SCALECTL_TEST_HTTP_KEY"

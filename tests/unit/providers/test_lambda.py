@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from clocks import FakeClock
-from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
-from providers.errors import (
+from scalectl.clocks import FakeClock
+from scalectl.providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
+from scalectl.providers.errors import (
     AuthFailed,
     InstanceNotFound,
     InsufficientCapacity,
@@ -20,10 +20,10 @@ from providers.errors import (
     QuotaExceeded,
     RateLimited,
 )
-from providers.lambda_cloud import LambdaProvider, parse_instance_type
-from providers.registry import ProviderConfig, build_provider
-from serving.bootstrap.cloud_init import render_user_data
-from sizing.server import ServerDescription
+from scalectl.providers.lambda_cloud import LambdaProvider, parse_instance_type
+from scalectl.providers.registry import ProviderConfig, build_provider
+from scalectl.serving.bootstrap.cloud_init import render_user_data
+from scalectl.sizing.server import ServerDescription
 from tests.fakes import Fault, LoopbackServer
 from tests.fakes.lambda_server import API_KEY, SSH_KEY_NAME, FakeLambda, start_fake_lambda
 

@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from providers.local import HOST, reserve_port
+from scalectl.providers.local import HOST, reserve_port
 
 
 def test_a_reserved_port_refuses_plain_binds_and_takes_a_server_that_reuses_addresses() -> None:

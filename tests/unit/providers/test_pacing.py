@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from clocks import FakeClock
-from providers.pacing import RequestBudget
+from scalectl.clocks import FakeClock
+from scalectl.providers.pacing import RequestBudget
 
 
 def test_a_sliding_window_of_requests() -> None:

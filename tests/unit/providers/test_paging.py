@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from providers.paging import Paging, page_rows
+from scalectl.providers.paging import Paging, page_rows
 
 
 @pytest.mark.parametrize(

@@ -8,13 +8,20 @@ from typing import Any
 
 import pytest
 
-from clocks import FakeClock
-from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
-from providers.errors import AuthFailed, InsufficientCapacity, InvalidRequest, QuotaExceeded, RateLimited, Transient
-from providers.registry import ADAPTERS, ProviderConfig, build_provider
-from providers.runpod import RunPodProvider
-from providers.runpod.wire import graphql_error
-from sizing.server import ServerDescription
+from scalectl.clocks import FakeClock
+from scalectl.providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
+from scalectl.providers.errors import (
+    AuthFailed,
+    InsufficientCapacity,
+    InvalidRequest,
+    QuotaExceeded,
+    RateLimited,
+    Transient,
+)
+from scalectl.providers.registry import ADAPTERS, ProviderConfig, build_provider
+from scalectl.providers.runpod import RunPodProvider
+from scalectl.providers.runpod.wire import graphql_error
+from scalectl.sizing.server import ServerDescription
 from tests.fakes import Fault
 from tests.fakes.runpod_server import RunPodFake, serve_runpod
 
@@ -267,7 +274,7 @@ async def test_validation_422_is_invalid_and_not_retried(rp: RunPodProvider, fak
 
 
 def _failure(status: int, body: Any, path: str = "/v2/pods") -> Any:
-    from providers.http import HttpFailure
+    from scalectl.providers.http import HttpFailure
 
     return HttpFailure(method="POST", path=path, status=status, body=body, retry_after=None)
 
@@ -342,7 +349,7 @@ async def test_the_key_never_leaks(fake: RunPodFake, url: str, caplog: pytest.Lo
 
 
 def test_registered() -> None:
-    assert ADAPTERS["runpod"] == "providers.runpod:RunPodProvider"
+    assert ADAPTERS["runpod"] == "scalectl.providers.runpod:RunPodProvider"
     built = build_provider(ProviderConfig(name="rp", type="runpod"), FakeClock())
     assert isinstance(built, RunPodProvider)
 

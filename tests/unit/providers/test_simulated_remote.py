@@ -14,12 +14,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from clocks import FakeClock, SystemClock
-from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
-from providers.errors import InstanceNotFound, InsufficientCapacity, InvalidRequest, RateLimited
-from providers.registry import ADAPTERS, ProviderConfig, build_provider, capabilities_of
-from providers.simulated import SimulatedCloud
-from providers.simulated.remote import RemoteSimulatedCloud
+from scalectl.clocks import FakeClock, SystemClock
+from scalectl.providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
+from scalectl.providers.errors import InstanceNotFound, InsufficientCapacity, InvalidRequest, RateLimited
+from scalectl.providers.registry import ADAPTERS, ProviderConfig, build_provider, capabilities_of
+from scalectl.providers.simulated import SimulatedCloud
+from scalectl.providers.simulated.remote import RemoteSimulatedCloud
 from tests.fakes import LoopbackServer
 from tests.fakes.simulated_cloud_server import start_simulated_cloud
 
@@ -67,7 +67,7 @@ async def on_demand_offer(remote: RemoteSimulatedCloud) -> Offer:
 
 
 def test_registered_with_the_simulated_cloud_s_capabilities_but_no_local_state() -> None:
-    assert ADAPTERS["simulated-remote"] == "providers.simulated.remote:RemoteSimulatedCloud"
+    assert ADAPTERS["simulated-remote"] == "scalectl.providers.simulated.remote:RemoteSimulatedCloud"
     caps = capabilities_of("simulated-remote")
     assert caps.local_state is None  # the state lives in the server
     assert caps == replace(capabilities_of("simulated"), local_state=None)
@@ -209,7 +209,7 @@ async def test_two_adapters_share_one_cloud(make: Factory) -> None:
 def _start_process(*args: str) -> tuple[subprocess.Popen[str], str]:
     """The server as a process on a free port; its URL from the line it prints once listening (bounded wait)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "providers.simulated.server", "--host", "127.0.0.1", "--port", "0", *args],
+        [sys.executable, "-m", "scalectl.providers.simulated.server", "--host", "127.0.0.1", "--port", "0", *args],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from clocks import FakeClock
-from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
-from providers.errors import (
+from scalectl.clocks import FakeClock
+from scalectl.providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
+from scalectl.providers.errors import (
     AuthFailed,
     DeleteDeferred,
     InsufficientCapacity,
@@ -21,11 +21,11 @@ from providers.errors import (
     ProviderError,
     RateLimited,
 )
-from providers.registry import ProviderConfig, build_provider
-from providers.spheron import OfferRef, SpheronProvider, cloud_init_payload
-from serving.bootstrap import parts
-from serving.bootstrap.cloud_init import CloudConfig
-from sizing.server import ServerDescription
+from scalectl.providers.registry import ProviderConfig, build_provider
+from scalectl.providers.spheron import OfferRef, SpheronProvider, cloud_init_payload
+from scalectl.serving.bootstrap import parts
+from scalectl.serving.bootstrap.cloud_init import CloudConfig
+from scalectl.sizing.server import ServerDescription
 from tests.fakes import Fault, LoopbackServer
 from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, start_fake_spheron
 
@@ -162,7 +162,7 @@ def test_cloud_config_is_translated_and_unsupported_keys_refused() -> None:
 
 @pytest.mark.parametrize("team", [None, "", "  "])
 def test_a_missing_team_id_fails_the_configuration_naming_file_field_and_fix(team: str | None) -> None:
-    from tiers.config import ConfigError, parse_config
+    from scalectl.tiers.config import ConfigError, parse_config
 
     options = {"ssh_key_id": SSH_KEY_ID} if team is None else {"ssh_key_id": SSH_KEY_ID, "team_id": team}
     text = yaml.safe_dump(
@@ -400,11 +400,11 @@ def test_bootcmd_runs_first_in_runcmd_because_spheron_has_no_every_boot_hook() -
 
 
 async def test_an_unknown_ssh_key_on_create_is_a_configuration_error_not_a_missing_instance() -> None:
-    from clocks import FakeClock
-    from providers.base import Capacity, GpuRequest, LaunchSpec
-    from providers.errors import InvalidRequest
-    from providers.registry import ProviderConfig
-    from providers.spheron import SpheronProvider
+    from scalectl.clocks import FakeClock
+    from scalectl.providers.base import Capacity, GpuRequest, LaunchSpec
+    from scalectl.providers.errors import InvalidRequest
+    from scalectl.providers.registry import ProviderConfig
+    from scalectl.providers.spheron import SpheronProvider
     from tests.fakes.spheron_server import API_KEY, TEAM_ID, start_fake_spheron
 
     clock = FakeClock()

@@ -9,9 +9,9 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from clocks import FakeClock
-from providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
-from providers.errors import (
+from scalectl.clocks import FakeClock
+from scalectl.providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
+from scalectl.providers.errors import (
     AuthFailed,
     InstanceNotFound,
     InsufficientCapacity,
@@ -20,10 +20,10 @@ from providers.errors import (
     RateLimited,
     Transient,
 )
-from providers.http import HttpFailure
-from providers.registry import ADAPTERS, ProviderConfig, build_provider
-from providers.vastai import VastAIProvider
-from sizing.server import ServerDescription
+from scalectl.providers.http import HttpFailure
+from scalectl.providers.registry import ADAPTERS, ProviderConfig, build_provider
+from scalectl.providers.vastai import VastAIProvider
+from scalectl.sizing.server import ServerDescription
 from tests.fakes import Fault
 from tests.fakes.vastai_server import VastFake, serve_vast
 
@@ -343,7 +343,7 @@ async def test_the_key_never_leaks(fake: VastFake, url: str, caplog: pytest.LogC
 
 
 def test_registered_and_documented_api_root_accepted() -> None:
-    assert ADAPTERS["vastai"] == "providers.vastai:VastAIProvider"
+    assert ADAPTERS["vastai"] == "scalectl.providers.vastai:VastAIProvider"
     built = build_provider(
         ProviderConfig(name="v", type="vastai", base_url="https://console.vast.ai/api/v0/"), FakeClock()
     )

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from clocks import FakeClock
-from serving.readiness import ReadinessProbe
+from scalectl.clocks import FakeClock
+from scalectl.serving.readiness import ReadinessProbe
 from tests.ports import free_port
 
 

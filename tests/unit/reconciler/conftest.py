@@ -9,18 +9,18 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from clocks import FakeClock
-from controller.reconciler.decide import PolicyRunner
-from controller.reconciler.loop import Reconciler
-from controller.store.db import make_engine
-from controller.store.models import Base, InstanceRecord
-from controller.store.repository import Store
-from policies.types import Bounds, Decision, PolicyInput
-from providers.registry import ProviderConfig
-from providers.simulated import SimulatedCloud
-from sources.static import StaticSignals
+from scalectl.clocks import FakeClock
+from scalectl.controller.reconciler.decide import PolicyRunner
+from scalectl.controller.reconciler.loop import Reconciler
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.models import Base, InstanceRecord
+from scalectl.controller.store.repository import Store
+from scalectl.policies.types import Bounds, Decision, PolicyInput
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.simulated import SimulatedCloud
+from scalectl.sources.static import StaticSignals
+from scalectl.tiers.config import parse_config
 from tests.builders import min_floor, tier, tiers_yaml
-from tiers.config import parse_config
 
 WEB = tier(max=6, launch_timeout="10m", policy=min_floor(0))
 BATCH = tier("A100-80GB-PCIe", capacity="spot", fallback="on-demand", max=8)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from controller.reconciler.backoffs import Backoffs
-from controller.reconciler.decide import PolicyRunner
-from controller.reconciler.loop import Reconciler
-from controller.store.history import FailureHistory
-from providers.errors import InvalidRequest
+from scalectl.controller.reconciler.backoffs import Backoffs
+from scalectl.controller.reconciler.decide import PolicyRunner
+from scalectl.controller.reconciler.loop import Reconciler
+from scalectl.controller.store.history import FailureHistory
+from scalectl.providers.errors import InvalidRequest
 from tests.unit.reconciler.conftest import World
 
 

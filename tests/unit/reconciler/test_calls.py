@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from controller.reconciler.calls import Calls
-from providers.errors import Transient
+from scalectl.controller.reconciler.calls import Calls
+from scalectl.providers.errors import Transient
 
 
 async def test_a_provider_error_is_returned_without_a_traceback(caplog: pytest.LogCaptureFixture) -> None:

@@ -31,8 +31,8 @@ async def test_a_crash_looping_server_backs_off_with_growing_gaps(make_world) ->
 
 
 async def test_crash_back_offs_survive_a_restart(make_world) -> None:
-    from controller.reconciler.decide import PolicyRunner
-    from controller.reconciler.loop import Reconciler
+    from scalectl.controller.reconciler.decide import PolicyRunner
+    from scalectl.controller.reconciler.loop import Reconciler
 
     w: World = make_world(provision_delay_min=1.0, provision_delay_max=1.0)
     w.target("web", 1)

@@ -7,20 +7,20 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from clocks import FakeClock
-from controller.reconciler.decide import PolicyRunner
-from controller.reconciler.loop import Reconciler
-from controller.store.db import make_engine
-from controller.store.models import Base
-from controller.store.repository import Store
-from providers.base import GpuRequest, LaunchSpec, Offer, ProviderInstance
-from providers.errors import RateLimited, Transient
-from providers.registry import ProviderConfig
-from providers.simulated import SimulatedCloud
-from sources.static import StaticSignals
+from scalectl.clocks import FakeClock
+from scalectl.controller.reconciler.decide import PolicyRunner
+from scalectl.controller.reconciler.loop import Reconciler
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.models import Base
+from scalectl.controller.store.repository import Store
+from scalectl.providers.base import GpuRequest, LaunchSpec, Offer, ProviderInstance
+from scalectl.providers.errors import RateLimited, Transient
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.simulated import SimulatedCloud
+from scalectl.sources.static import StaticSignals
+from scalectl.tiers.config import parse_config
 from tests.builders import min_floor, tier, tiers_yaml
 from tests.unit.reconciler.conftest import Script
-from tiers.config import parse_config
 
 TIERS = tiers_yaml(
     {"web": tier(providers=["flaky"], min=6, max=6, budget_per_hour=15.0, policy=min_floor(6))},

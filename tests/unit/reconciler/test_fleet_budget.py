@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from scalectl.tiers.config import parse_config
+from scalectl.tiers.errors import ConfigError
 from tests.builders import min_floor, tier, tiers_yaml
 from tests.unit.reconciler.conftest import World
-from tiers.config import parse_config
-from tiers.errors import ConfigError
 
 WEB = tier(max=6, min=1, policy=min_floor(1))  # H100 on-demand, $2.40/h on the simulated cloud
 BATCH = tier("A100-80GB-PCIe", capacity="spot", max=8)  # $0.59/h spot

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import event, text
 
-from controller.store.db import make_engine
-from controller.store.models import Base
-from controller.store.repository import Store
-from domain.instance import Instance, InstanceState
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.models import Base
+from scalectl.controller.store.repository import Store
+from scalectl.domain.instance import Instance, InstanceState
 
 
 def _store(*, sole_writer: bool) -> Store:

@@ -7,10 +7,10 @@ import dataclasses
 import pytest
 from sqlalchemy import select
 
-from controller.store.models import EventRecord, InstanceRecord
-from providers.base import Capacity
-from providers.errors import AuthFailed, Transient
-from sizing.gpus import GPUS
+from scalectl.controller.store.models import EventRecord, InstanceRecord
+from scalectl.providers.base import Capacity
+from scalectl.providers.errors import AuthFailed, Transient
+from scalectl.sizing.gpus import GPUS
 from tests.builders import min_floor, tier, tiers_yaml
 from tests.unit.reconciler.conftest import World
 
@@ -118,7 +118,7 @@ async def test_launch_timeout_replaces_a_stuck_instance(make_world) -> None:
 
 
 async def test_orphans_with_our_prefix_are_deleted_and_others_left_alone(make_world) -> None:
-    from providers.base import GpuRequest, LaunchSpec
+    from scalectl.providers.base import GpuRequest, LaunchSpec
 
     w: World = make_world()
     offer = (await w.cloud.offers(GpuRequest(gpu="L40S-48GB")))[0]
@@ -158,7 +158,7 @@ async def test_a_failed_instance_still_listed_is_deleted_after_its_row_ends(make
 
 async def test_crash_between_intent_and_answer_adopts_the_instance(make_world) -> None:
     """The row was committed, the create reached the cloud, the daemon died before recording the id."""
-    from providers.base import GpuRequest, LaunchSpec
+    from scalectl.providers.base import GpuRequest, LaunchSpec
 
     w: World = make_world()
     w.target("web", 1)
@@ -303,8 +303,8 @@ async def test_provider_outage_holds_instances(make_world) -> None:
 
 
 async def test_removed_tier_is_drained(make_world) -> None:
+    from scalectl.tiers.config import parse_config
     from tests.unit.reconciler.conftest import WEB
-    from tiers.config import parse_config
 
     w: World = make_world()
     w.target("batch", 2)
@@ -329,7 +329,7 @@ async def test_decisions_are_recorded_with_reason_and_signals(make_world, ticks:
 
 
 async def test_a_retried_create_carries_the_same_server(make_world) -> None:
-    from sizing.server import ServerDescription
+    from scalectl.sizing.server import ServerDescription
 
     w: World = make_world()
     w.reconciler.server_for = lambda name, tier: ServerDescription(model=f"org/{name}", args=())
@@ -348,7 +348,7 @@ async def test_a_retried_create_carries_the_same_server(make_world) -> None:
 
 
 async def test_a_create_refused_for_good_backs_the_tier_off_instead_of_storming(make_world) -> None:
-    from providers.errors import InvalidRequest
+    from scalectl.providers.errors import InvalidRequest
 
     w: World = make_world()
     w.target("web", 3)
@@ -364,7 +364,7 @@ async def test_a_create_refused_for_good_backs_the_tier_off_instead_of_storming(
 
 
 async def test_success_resets_the_back_off(make_world) -> None:
-    from providers.errors import InvalidRequest
+    from scalectl.providers.errors import InvalidRequest
 
     w: World = make_world()
     w.target("web", 1)
@@ -376,14 +376,14 @@ async def test_success_resets_the_back_off(make_world) -> None:
 
 
 async def test_a_provider_that_refuses_the_account_is_skipped_for_others(make_world) -> None:
-    from clocks import FakeClock
-    from controller.reconciler.decide import PolicyRunner
-    from controller.reconciler.loop import Reconciler
-    from providers.errors import QuotaExceeded
-    from providers.registry import ProviderConfig
-    from providers.simulated import SimulatedCloud
+    from scalectl.clocks import FakeClock
+    from scalectl.controller.reconciler.decide import PolicyRunner
+    from scalectl.controller.reconciler.loop import Reconciler
+    from scalectl.providers.errors import QuotaExceeded
+    from scalectl.providers.registry import ProviderConfig
+    from scalectl.providers.simulated import SimulatedCloud
+    from scalectl.tiers.config import parse_config
     from tests.unit.reconciler.conftest import Script
-    from tiers.config import parse_config
 
     tiers = tiers_yaml(
         {"web": tier(providers=["cheap", "dear"], min=2, max=2, policy=min_floor(2))},
@@ -436,7 +436,7 @@ async def test_signal_errors_and_their_counts_are_recorded_for_describe(make_wor
 
 
 async def test_a_warned_instance_drains_its_work_within_the_notice_window(make_world) -> None:
-    from controller.reconciler.loop import NOTICE_DRAIN_MAX
+    from scalectl.controller.reconciler.loop import NOTICE_DRAIN_MAX
 
     w: World = make_world()
     running = {"n": 3.0}

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from controller.reconciler.placement import UnavailableOffers, ranked_offers
-from providers.base import Capacity, Offer
+from scalectl.controller.reconciler.placement import UnavailableOffers, ranked_offers
+from scalectl.providers.base import Capacity, Offer
+from scalectl.tiers.config import TierSpec
 from tests.builders import tier_spec
-from tiers.config import TierSpec
 
 
 def _tier(gpu: str) -> TierSpec:

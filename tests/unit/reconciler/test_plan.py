@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from controller.reconciler.backoffs import Backoffs
-from controller.reconciler.decide import tier_price_per_hour
-from controller.reconciler.plan import Create, Drain, instance_price, plan_tier
-from domain.instance import Instance, InstanceState
-from providers.base import Capacity, Offer
+from scalectl.controller.reconciler.backoffs import Backoffs
+from scalectl.controller.reconciler.decide import tier_price_per_hour
+from scalectl.controller.reconciler.plan import Create, Drain, instance_price, plan_tier
+from scalectl.domain.instance import Instance, InstanceState
+from scalectl.providers.base import Capacity, Offer
+from scalectl.tiers.config import TierSpec
 from tests.builders import tier_spec
-from tiers.config import TierSpec
 
 S = InstanceState
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sources.reading import TierReading
-from sources.spec import SignalsSpec
+from scalectl.sources.reading import TierReading
+from scalectl.sources.spec import SignalsSpec
 from tests.unit.reconciler.conftest import World
 
 

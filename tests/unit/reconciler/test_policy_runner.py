@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from controller.reconciler.decide import PolicyRunner
+from scalectl.controller.reconciler.decide import PolicyRunner
+from scalectl.tiers.config import parse_config
 from tests.builders import min_floor, tier, tiers_yaml
-from tiers.config import parse_config
 
 FORTNIGHTLY = {"kind": "predictive", "headroom": 0, "lead_time": 0, "forecast": {"periods": ["14d"], "horizon": "10m"}}
 TIERS = tiers_yaml(

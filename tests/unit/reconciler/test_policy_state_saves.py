@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from controller.reconciler.decision import LEARNED_SAVE_EVERY
-from policies.types import Bounds, Decision, PolicyInput
+from scalectl.controller.reconciler.decision import LEARNED_SAVE_EVERY
+from scalectl.policies.types import Bounds, Decision, PolicyInput
 from tests.unit.reconciler.conftest import World
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.reconciler.decide import PolicyRunner
-from controller.reconciler.loop import Reconciler
-from controller.store.models import InstanceRecord
+from scalectl.controller.reconciler.decide import PolicyRunner
+from scalectl.controller.reconciler.loop import Reconciler
+from scalectl.controller.store.models import InstanceRecord
+from scalectl.tiers.config import parse_config
 from tests.builders import tiers_yaml
 from tests.unit.reconciler.conftest import WEB, World
-from tiers.config import parse_config
 
 
 def _busy_fleet(w: World, reconciler: Reconciler, routed: list[tuple[str, Any]]) -> None:

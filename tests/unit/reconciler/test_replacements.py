@@ -4,9 +4,9 @@ hand-back to spot."""
 
 from __future__ import annotations
 
-from controller.reconciler.decide import PolicyRunner
-from controller.reconciler.loop import Reconciler
-from providers.base import Capacity
+from scalectl.controller.reconciler.decide import PolicyRunner
+from scalectl.controller.reconciler.loop import Reconciler
+from scalectl.providers.base import Capacity
 from tests.builders import tier, tiers_yaml
 from tests.unit.reconciler.conftest import World
 

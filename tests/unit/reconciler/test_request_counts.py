@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.reconciler.request_counts import RequestCounts
-from controller.status import fleet_status
+from scalectl.controller.reconciler.request_counts import RequestCounts
+from scalectl.controller.status import fleet_status
 from tests.builders import min_floor, tier, tiers_yaml
 from tests.unit.reconciler.conftest import World
 

@@ -4,9 +4,9 @@ pause holds it; a failing new server stops it; at max it drains first; max_disru
 
 from __future__ import annotations
 
+from scalectl.tiers.config import parse_config
 from tests.builders import min_floor, tier, tiers_yaml
 from tests.unit.reconciler.conftest import World
-from tiers.config import parse_config
 
 LIVE = ("pending", "provisioning", "bootstrapping", "ready", "draining")
 

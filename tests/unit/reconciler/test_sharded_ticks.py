@@ -10,21 +10,21 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from clocks import FakeClock
-from controller.ha.shards import TickScope
-from controller.reconciler.decide import PolicyRunner
-from controller.reconciler.loop import Reconciler
-from controller.store import migrate
-from controller.store.db import make_engine
-from controller.store.models import EventRecord, InstanceRecord
-from controller.store.repository import Store
-from providers.errors import InvalidRequest
-from providers.registry import ProviderConfig
-from providers.simulated import SimulatedCloud
-from sources.static import StaticSignals
+from scalectl.clocks import FakeClock
+from scalectl.controller.ha.shards import TickScope
+from scalectl.controller.reconciler.decide import PolicyRunner
+from scalectl.controller.reconciler.loop import Reconciler
+from scalectl.controller.store import migrate
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.models import EventRecord, InstanceRecord
+from scalectl.controller.store.repository import Store
+from scalectl.providers.errors import InvalidRequest
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.simulated import SimulatedCloud
+from scalectl.sources.static import StaticSignals
+from scalectl.tiers.config import parse_config
 from tests.builders import min_floor, tier, tiers_yaml
 from tests.unit.reconciler.conftest import BATCH, TIERS, Script, World
-from tiers.config import parse_config
 
 WEB_OWNER = TickScope(frozenset({"web"}), housekeeping=True)
 BATCH_OWNER = TickScope(frozenset({"batch"}), housekeeping=False)
@@ -129,7 +129,7 @@ async def test_a_floor_the_other_daemon_has_not_met_yet_is_held_for_it(tmp_path:
 
 
 def _orphan_spec(w: World) -> Any:
-    from providers.base import Capacity, GpuRequest, LaunchSpec
+    from scalectl.providers.base import Capacity, GpuRequest, LaunchSpec
 
     offer = w.cloud._offers(GpuRequest(gpu="H100-SXM5-80GB"))[0]
     return LaunchSpec(key="sc-web-deadbeef", tier="web", offer=offer, capacity=Capacity.ON_DEMAND)

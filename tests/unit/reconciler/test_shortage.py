@@ -3,18 +3,18 @@ flapping between what the policy wants and what the tier has; when capacity retu
 
 from __future__ import annotations
 
-from clocks import FakeClock
-from controller.reconciler.decide import PolicyRunner
-from controller.reconciler.loop import Reconciler
-from controller.store.db import make_engine
-from controller.store.models import Base
-from controller.store.repository import Store
-from providers.base import Capacity
-from providers.registry import ProviderConfig
-from providers.simulated import SimulatedCloud
-from sources.static import StaticSignals
+from scalectl.clocks import FakeClock
+from scalectl.controller.reconciler.decide import PolicyRunner
+from scalectl.controller.reconciler.loop import Reconciler
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.models import Base
+from scalectl.controller.store.repository import Store
+from scalectl.providers.base import Capacity
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.simulated import SimulatedCloud
+from scalectl.sources.static import StaticSignals
+from scalectl.tiers.config import parse_config
 from tests.builders import min_floor, tier, tiers_yaml
-from tiers.config import parse_config
 
 
 async def test_desired_holds_what_capacity_allows_without_flapping() -> None:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from clocks import FakeClock
-from controller.reconciler.backoffs import Backoffs
-from controller.reconciler.calls import Calls
-from controller.reconciler.report import TickReport
-from controller.reconciler.sync import SyncPhase
-from controller.reconciler.tick import Tick
-from domain.instance import Instance, InstanceEvent, InstanceState
-from providers.base import Capacity, GpuRequest, LaunchSpec
-from providers.errors import Transient
-from providers.registry import ProviderConfig
-from providers.simulated import SimulatedCloud
+from scalectl.clocks import FakeClock
+from scalectl.controller.reconciler.backoffs import Backoffs
+from scalectl.controller.reconciler.calls import Calls
+from scalectl.controller.reconciler.report import TickReport
+from scalectl.controller.reconciler.sync import SyncPhase
+from scalectl.controller.reconciler.tick import Tick
+from scalectl.domain.instance import Instance, InstanceEvent, InstanceState
+from scalectl.providers.base import Capacity, GpuRequest, LaunchSpec
+from scalectl.providers.errors import Transient
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.simulated import SimulatedCloud
 
 S = InstanceState
 

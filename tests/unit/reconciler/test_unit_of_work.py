@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from controller.store.db import make_engine
-from controller.store.instances import to_entity, to_row
-from controller.store.models import Base, EventRecord, InstanceRecord
-from controller.store.repository import Store
-from domain.instance import Instance, InstanceState
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.instances import to_entity, to_row
+from scalectl.controller.store.models import Base, EventRecord, InstanceRecord
+from scalectl.controller.store.repository import Store
+from scalectl.domain.instance import Instance, InstanceState
 
 
 def _store() -> Store:

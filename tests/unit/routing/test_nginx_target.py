@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from serving.routing import Endpoint, NginxTarget, RoutingError, RoutingTarget, TierRoute
-from serving.routing.nginx_conf import render_tier
+from scalectl.serving.routing import Endpoint, NginxTarget, RoutingError, RoutingTarget, TierRoute
+from scalectl.serving.routing.nginx_conf import render_tier
 
 EPS = [Endpoint("10.0.0.2:8000"), Endpoint("10.0.0.1:8000")]
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sources.exposition import ExpositionError, parse_vllm_metrics, parse_vllm_metrics_reference
+from scalectl.sources.exposition import ExpositionError, parse_vllm_metrics, parse_vllm_metrics_reference
+from scalectl.vllm_standin.metrics import MetricsRenderer, MetricsState
 from tests.unit.signals.fixtures import ALL, samples, text
-from vllm_standin.metrics import MetricsRenderer, MetricsState
 
 LABELS = 'engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"'
 

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from sources.histograms import counter_increase, histogram_increase, histogram_quantile, merge
-from sources.vllm_snapshot import Histogram
+from scalectl.sources.histograms import counter_increase, histogram_increase, histogram_quantile, merge
+from scalectl.sources.vllm_snapshot import Histogram
 
 INF = math.inf
 

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from clocks import FakeClock
-from sources.reader import SignalReader
-from sources.redact import mask_url, scrub
-from sources.spec import SignalsSpec
+from scalectl.clocks import FakeClock
+from scalectl.sources.reader import SignalReader
+from scalectl.sources.redact import mask_url, scrub
+from scalectl.sources.spec import SignalsSpec
 from tests.unit.signals.fixtures import text
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -56,7 +56,7 @@ async def test_figures_from_answering_endpoints_and_an_error_per_silent_one() ->
     reading = await reader.read("orch", SPEC, ["a:8000", "b:8000", "c:8000"])
     s = reading.signals
     assert s.ttft_p95_s is not None and s.request_rate is not None
-    from sources.exposition import parse_vllm_metrics
+    from scalectl.sources.exposition import parse_vllm_metrics
 
     expected_running = parse_vllm_metrics(text("new_2"), 0).running + parse_vllm_metrics(text("old_2"), 0).running  # type: ignore[operator]
     assert s.requests_running == expected_running
@@ -163,7 +163,7 @@ async def test_broker_url_missing_or_unsupported() -> None:
 
 def test_broker_url_from_env_var_named_in_the_spec() -> None:
     reader = SignalReader(FakeClock(), env={"MY_BROKER": "redis://h/3", "SCALECTL_BROKER_URL": "redis://d/0"})
-    from sources.spec import QueueSource
+    from scalectl.sources.spec import QueueSource
 
     assert reader._broker_url(QueueSource(broker_url_env="MY_BROKER")) == "redis://h/3"
     assert reader._broker_url(QueueSource()) == "redis://d/0"

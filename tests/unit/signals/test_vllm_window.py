@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sources.exposition import parse_vllm_metrics
-from sources.vllm_snapshot import Histogram, VllmSnapshot
-from sources.vllm_window import VllmWindow
+from scalectl.sources.exposition import parse_vllm_metrics
+from scalectl.sources.vllm_snapshot import Histogram, VllmSnapshot
+from scalectl.sources.vllm_window import VllmWindow
 from tests.unit.signals.fixtures import samples, text
 
 QUANTILES = {"ttft_p50_s": 0.50, "ttft_p95_s": 0.95, "ttft_p99_s": 0.99}

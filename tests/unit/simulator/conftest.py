@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sizing.spec import ServingSpec
+from scalectl.sizing.spec import ServingSpec
 
 # $SCALECTL_TRACES, else the shared traces folder beside the repository (as the example workloads read it)
 TRACES = Path(os.environ.get("SCALECTL_TRACES") or Path(__file__).resolve().parents[3].parent / "shared" / "traces")
@@ -21,7 +21,7 @@ def traces_dir() -> Path:
 
 @dataclass(frozen=True)
 class TierLike:
-    """The part of a tier's configuration the fleet reads (``tiers.config.TierSpec`` fits too)."""
+    """The part of a tier's configuration the fleet reads (``scalectl.tiers.config.TierSpec`` fits too)."""
 
     gpu: str = "H100-SXM5-80GB"
     gpu_count: int = 1

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from sqlalchemy import select
 
-from controller.store.models import InstanceRecord
-from simulator.cloud_events import preemption_time, rate_segments
-from simulator.controller_run import RunOptions, simulate
-from simulator.workloads.spec import CloudSpec, WorkloadError, parse_workload
-from tiers.config import parse_config
+from scalectl.controller.store.models import InstanceRecord
+from scalectl.simulator.cloud_events import preemption_time, rate_segments
+from scalectl.simulator.controller_run import RunOptions, simulate
+from scalectl.simulator.workloads.spec import CloudSpec, WorkloadError, parse_workload
+from scalectl.tiers.config import parse_config
 
 TIERS = """
 tiers:

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from sqlalchemy import select
 
-from controller.store.models import DecisionRecord, InstanceRecord
-from simulator.controller_run import RunOptions, SimulationInputError, SimulationResult, simulate
-from simulator.workloads.spec import parse_workload
-from tiers.config import parse_config
+from scalectl.controller.store.models import DecisionRecord, InstanceRecord
+from scalectl.simulator.controller_run import RunOptions, SimulationInputError, SimulationResult, simulate
+from scalectl.simulator.workloads.spec import parse_workload
+from scalectl.tiers.config import parse_config
 
 TIERS = """
 tiers:

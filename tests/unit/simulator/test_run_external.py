@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from simulator.controller_run import RunOptions, simulate
-from simulator.workloads.spec import parse_workload
-from tiers.config import parse_config
+from scalectl.simulator.controller_run import RunOptions, simulate
+from scalectl.simulator.workloads.spec import parse_workload
+from scalectl.tiers.config import parse_config
 
 TIERS = """
 tiers:

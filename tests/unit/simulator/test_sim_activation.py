@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from sqlalchemy import select
 
-from controller.store.models import InstanceRecord
-from simulator.controller_run import RunOptions, SimulationResult, simulate
-from simulator.workloads.spec import parse_workload
+from scalectl.controller.store.models import InstanceRecord
+from scalectl.simulator.controller_run import RunOptions, SimulationResult, simulate
+from scalectl.simulator.workloads.spec import parse_workload
+from scalectl.tiers.config import parse_config
 from tests.builders import min_floor, tier, tiers_yaml
-from tiers.config import parse_config
 
 TIERS = tiers_yaml({"chat": tier(max=4, serving={"target_concurrency": 100}, policy=min_floor(0, idle_after="5m"))})
 # An activator that holds every request of the boot (20 req/s for up to 5 minutes).

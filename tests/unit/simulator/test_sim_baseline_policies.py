@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from policies.types import Signals
-from simulator.baseline_policies import Hpa, HpaTier, SkyServe, SkyServeTier
+from scalectl.policies.types import Signals
+from scalectl.simulator.baseline_policies import Hpa, HpaTier, SkyServe, SkyServeTier
 
 
 def _rate(qps: float) -> Signals:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.baselines import (
+from scalectl.simulator.baselines import (
     BaselineSettings,
     keda_target,
     need_timeline,
@@ -14,11 +14,11 @@ from simulator.baselines import (
     skyserve_policy,
     static_count,
 )
-from simulator.capacity import capacity_for
-from simulator.fleet import Fleet, tier_models
-from simulator.report import outcomes
-from simulator.workloads.spec import parse_workload
-from sizing.plan import make_plan
+from scalectl.simulator.capacity import capacity_for
+from scalectl.simulator.fleet import Fleet, tier_models
+from scalectl.simulator.report import outcomes
+from scalectl.simulator.workloads.spec import parse_workload
+from scalectl.sizing.plan import make_plan
 
 WORKLOAD = """
 seed: 2

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.batch_pool import BatchPool
+from scalectl.simulator.batch_pool import BatchPool
 
 
 def _run(pool: BatchPool, t0: float, t1: float, tasks: list[tuple[float, float]] | None = None, tick: float = 5.0):

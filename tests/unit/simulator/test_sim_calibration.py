@@ -7,10 +7,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from simulator.serving_pool import ServingPool
-from simulator.workloads.sessions import ClosedLoopSessions
-from simulator.workloads.tokens import TokenDist
-from sizing.engine import EngineConfig, build_profile
+from scalectl.simulator.serving_pool import ServingPool
+from scalectl.simulator.workloads.sessions import ClosedLoopSessions
+from scalectl.simulator.workloads.tokens import TokenDist
+from scalectl.sizing.engine import EngineConfig, build_profile
 
 # 1× H100 SXM5, Llama 3.1 8B FP8, vLLM --max-num-seqs 200, 100 closed-loop sessions of ~600 + ~350 tokens,
 # think time 0.1–0.5 s. The reference's load generator draws every prompt from 500 templates behind one

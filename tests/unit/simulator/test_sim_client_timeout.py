@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.requests import ADMITTED, ORIGIN, TTFT_DONE, Requests, empty
-from simulator.serving_pool import HoldBounds, ServingPool
-from simulator.workloads.sources import fresh_requests
-from simulator.workloads.spec import WorkloadError, parse_workload
-from sizing.engine import EngineConfig, build_profile
+from scalectl.simulator.requests import ADMITTED, ORIGIN, TTFT_DONE, Requests, empty
+from scalectl.simulator.serving_pool import HoldBounds, ServingPool
+from scalectl.simulator.workloads.sources import fresh_requests
+from scalectl.simulator.workloads.spec import WorkloadError, parse_workload
+from scalectl.sizing.engine import EngineConfig, build_profile
 
 TICK = 5.0
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.fleet import Fleet, tier_models
-from simulator.report import build_report
-from simulator.workloads.spec import parse_workload
-from sizing.gpus import gpu_info
+from scalectl.simulator.fleet import Fleet, tier_models
+from scalectl.simulator.report import build_report
+from scalectl.simulator.workloads.spec import parse_workload
+from scalectl.sizing.gpus import gpu_info
 
 WORKLOAD = """
 seed: 4

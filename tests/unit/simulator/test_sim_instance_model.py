@@ -5,12 +5,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
-from simulator.fleet import engine_for
-from sizing.engine import EngineConfig, build_profile
-from sizing.errors import Fp8Unsupported, WeightsDoNotFit
-from sizing.gpus import GIB
-from sizing.spec import ServingSpec
-from sizing.vllm_args import tune_vllm_args
+from scalectl.simulator.fleet import engine_for
+from scalectl.sizing.engine import EngineConfig, build_profile
+from scalectl.sizing.errors import Fp8Unsupported, WeightsDoNotFit
+from scalectl.sizing.gpus import GIB
+from scalectl.sizing.spec import ServingSpec
+from scalectl.sizing.vllm_args import tune_vllm_args
 
 
 def test_kv_bytes_per_token_matches_the_brief_for_llama_8b_fp8() -> None:

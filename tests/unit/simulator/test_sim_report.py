@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from simulator.report import BaselineOutcome, PlotFrame, Report, TierOutcome
+from scalectl.simulator.report import BaselineOutcome, PlotFrame, Report, TierOutcome
 
 
 def _tier(name: str, kind: str, met: int, known: int, cost: float, lost: int = 0) -> TierOutcome:

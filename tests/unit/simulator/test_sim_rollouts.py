@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from controller.store.models import InstanceRecord
-from simulator.controller_run import RunOptions, SimulationResult, simulate
-from simulator.workloads.spec import parse_workload
+from scalectl.controller.store.models import InstanceRecord
+from scalectl.simulator.controller_run import RunOptions, SimulationResult, simulate
+from scalectl.simulator.workloads.spec import parse_workload
+from scalectl.tiers.config import parse_config
+from scalectl.tiers.errors import ConfigError
 from tests.builders import min_floor, tier, tiers_yaml
-from tiers.config import parse_config
-from tiers.errors import ConfigError
 
 TIERS = tiers_yaml({"chat": tier(min=3, max=8, serving={"target_concurrency": 100}, policy=min_floor(3))})
 

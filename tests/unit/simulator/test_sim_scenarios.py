@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from simulator.controller_run import models_for
-from simulator.workloads.spec import TraceLoad, load_workload, parse_workload
-from tiers.config import load_config
+from scalectl.simulator.controller_run import models_for
+from scalectl.simulator.workloads.spec import TraceLoad, load_workload, parse_workload
+from scalectl.tiers.config import load_config
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 PAIRS = sorted(p.stem for p in (EXAMPLES / "tiers").glob("*.yaml") if (EXAMPLES / "workloads" / p.name).exists())

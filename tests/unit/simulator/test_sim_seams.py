@@ -6,15 +6,15 @@ import asyncio
 
 import pytest
 
-from clocks import FakeClock
-from controller.store.db import make_engine
-from controller.store.models import Base, EventRecord
-from controller.store.repository import Store
-from providers.base import Capacity, GpuRequest, LaunchSpec, ProviderInstance
-from providers.simulated import SimulatedCloud
-from simulator.controller_run import INSTANCES_TABLE, TableWrites
-from simulator.sim_cloud import address_of, simulation_cloud
-from simulator.workloads.spec import CloudSpec
+from scalectl.clocks import FakeClock
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.models import Base, EventRecord
+from scalectl.controller.store.repository import Store
+from scalectl.providers.base import Capacity, GpuRequest, LaunchSpec, ProviderInstance
+from scalectl.providers.simulated import SimulatedCloud
+from scalectl.simulator.controller_run import INSTANCES_TABLE, TableWrites
+from scalectl.simulator.sim_cloud import address_of, simulation_cloud
+from scalectl.simulator.workloads.spec import CloudSpec
 
 
 async def _launch(cloud: SimulatedCloud, key: str, tier: str = "t") -> ProviderInstance:

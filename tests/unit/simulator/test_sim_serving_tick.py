@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.fleet import engine_for
-from simulator.requests import FIRST, INST, Requests, T, fresh
-from simulator.serving_pool import ServingPool, least_connections
-from simulator.serving_tick import Estimates, _by_instance_then_arrival, _over_limit, lane_for, simulate_tick
-from simulator.workloads.sources import fresh_requests
-from sizing.engine import EngineConfig, build_profile
-from tiers.config import parse_config
+from scalectl.simulator.fleet import engine_for
+from scalectl.simulator.requests import FIRST, INST, Requests, T, fresh
+from scalectl.simulator.serving_pool import ServingPool, least_connections
+from scalectl.simulator.serving_tick import Estimates, _by_instance_then_arrival, _over_limit, lane_for, simulate_tick
+from scalectl.simulator.workloads.sources import fresh_requests
+from scalectl.sizing.engine import EngineConfig, build_profile
+from scalectl.tiers.config import parse_config
 
 
 def _estimates(n: int, batch: float) -> Estimates:

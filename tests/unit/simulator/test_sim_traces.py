@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.workloads.traces import TraceError, read_azure_csv, read_mooncake_jsonl, read_trace, replay
+from scalectl.simulator.workloads.traces import TraceError, read_azure_csv, read_mooncake_jsonl, read_trace, replay
 
 
 def test_real_azure_conversation_trace(traces_dir: Path) -> None:

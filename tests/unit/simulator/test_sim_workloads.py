@@ -5,10 +5,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.workloads.shapes import DailyShape, DiurnalShape, SpikeShape, evaluate
-from simulator.workloads.sources import BatchTasks, KeptArrivals, PoissonSource, TraceSource, sessions_source
-from simulator.workloads.spec import WorkloadError, load_workload, parse_workload
-from sizing.engine import build_profile
+from scalectl.simulator.workloads.shapes import DailyShape, DiurnalShape, SpikeShape, evaluate
+from scalectl.simulator.workloads.sources import BatchTasks, KeptArrivals, PoissonSource, TraceSource, sessions_source
+from scalectl.simulator.workloads.spec import WorkloadError, load_workload, parse_workload
+from scalectl.sizing.engine import build_profile
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "workloads"
@@ -85,7 +85,7 @@ def test_kept_arrivals_are_the_same_requests_shared_read_only_within_a_limit(
 
     fresh = arrivals(1)
     kept = KeptArrivals(limit=40_000)  # two hours at 5/s fit (18,000 each), a third does not
-    monkeypatch.setattr("simulator.workloads.sources.KEPT", kept)
+    monkeypatch.setattr("scalectl.simulator.workloads.sources.KEPT", kept)
     assert np.array_equal(arrivals(1), fresh, equal_nan=True) and not kept._drawn  # off until asked
     kept.keep()
     assert np.array_equal(arrivals(1), fresh, equal_nan=True)  # drawn and kept

@@ -13,13 +13,13 @@ import yaml
 from pydantic import BaseModel, Field
 from typer.testing import CliRunner
 
-from cli import tune_cmd
-from cli.main import app
-from policies.spec import ExternalPolicy, MinFloorPolicy, PredictivePolicy, ScaleToZeroPolicy
-from policies.tunable import tunable
-from simulator.controller_run import Checkpoint
-from simulator.fleet import Fleet
-from simulator.tune import (
+from scalectl.cli import tune_cmd
+from scalectl.cli.main import app
+from scalectl.policies.spec import ExternalPolicy, MinFloorPolicy, PredictivePolicy, ScaleToZeroPolicy
+from scalectl.policies.tunable import tunable
+from scalectl.simulator.controller_run import Checkpoint
+from scalectl.simulator.fleet import Fleet
+from scalectl.simulator.tune import (
     PACE,
     Bound,
     Pace,
@@ -31,8 +31,8 @@ from simulator.tune import (
     tune,
     with_policy,
 )
-from simulator.workloads.spec import Workload, parse_workload
-from tiers.config import FleetConfig, load_config
+from scalectl.simulator.workloads.spec import Workload, parse_workload
+from scalectl.tiers.config import FleetConfig, load_config
 
 TIERS = """
 tiers:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sizing.gpus import GPUS, SPOT_NOT_CHEAPER_SOURCES
+from scalectl.sizing.gpus import GPUS, SPOT_NOT_CHEAPER_SOURCES
 
 
 @pytest.mark.parametrize("name", sorted(GPUS))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from cli.main import app
+from scalectl.cli.main import app
 
 runner = CliRunner()
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "tiers.yaml"

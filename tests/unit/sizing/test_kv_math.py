@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from sizing.errors import ContextTooLong, Fp8Unsupported, WeightsDoNotFit
-from sizing.gpus import GIB, gpu_info
-from sizing.kv import kv_bytes_per_sequence, kv_bytes_per_token, slot_math, weights_bytes
-from sizing.models import lookup_model
+from scalectl.sizing.errors import ContextTooLong, Fp8Unsupported, WeightsDoNotFit
+from scalectl.sizing.gpus import GIB, gpu_info
+from scalectl.sizing.kv import kv_bytes_per_sequence, kv_bytes_per_token, slot_math, weights_bytes
+from scalectl.sizing.models import lookup_model
 
 LLAMA_8B = lookup_model("meta-llama/Llama-3.1-8B-Instruct")
 H100 = gpu_info("H100-SXM5-80GB")

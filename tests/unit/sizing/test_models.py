@@ -5,8 +5,14 @@ from pathlib import Path
 
 import pytest
 
-from sizing.errors import SizingError, UnknownModel
-from sizing.models import MODELS, estimate_dense_parameters, lookup_model, model_from_config_json, resolve_model
+from scalectl.sizing.errors import SizingError, UnknownModel
+from scalectl.sizing.models import (
+    MODELS,
+    estimate_dense_parameters,
+    lookup_model,
+    model_from_config_json,
+    resolve_model,
+)
 
 
 @pytest.mark.parametrize("model", [m for m in MODELS.values() if not m.moe], ids=lambda m: m.name)

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from sizing.gpus import gpu_info
-from sizing.plan import make_plan
+from scalectl.sizing.gpus import gpu_info
+from scalectl.sizing.plan import make_plan
 
 
 def test_reference_single_h100() -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sizing.errors import Fp8Unsupported, SizingError, UnknownModel
-from sizing.spec import ServingSpec
-from sizing.vllm_args import tune_vllm_args
+from scalectl.sizing.errors import Fp8Unsupported, SizingError, UnknownModel
+from scalectl.sizing.spec import ServingSpec
+from scalectl.sizing.vllm_args import tune_vllm_args
 
 
 def _flags(args: tuple[str, ...]) -> dict[str, str | None]:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from clocks import FakeClock
-from controller.webhooks import (
+from scalectl.clocks import FakeClock
+from scalectl.controller.webhooks import (
     AuthMethod,
     NoticeSource,
     WebhookAuth,
@@ -21,8 +21,8 @@ from controller.webhooks import (
     receive,
     sign,
 )
-from providers.secrets import Secret
-from serving.agent import spot_agent_script
+from scalectl.providers.secrets import Secret
+from scalectl.serving.agent import spot_agent_script
 from tests.unit.webhooks.test_notice import EVENT_EPOCH, spot_warning
 
 SECRET = "agent-hmac-secret-0123456789abcdef"

@@ -12,13 +12,13 @@ from sqlalchemy.pool import StaticPool
 from starlette.applications import Starlette
 from starlette.routing import Route
 
-from clocks import FakeClock
-from controller.store.db import make_engine, make_sessionmaker
-from controller.store.models import Base, WebhookSeen
-from controller.store.repository import NoticeMismatch
-from controller.webhooks import sign
-from controller.webhooks.http import make_handler
-from providers.secrets import Secret
+from scalectl.clocks import FakeClock
+from scalectl.controller.store.db import make_engine, make_sessionmaker
+from scalectl.controller.store.models import Base, WebhookSeen
+from scalectl.controller.store.repository import NoticeMismatch
+from scalectl.controller.webhooks import sign
+from scalectl.controller.webhooks.http import make_handler
+from scalectl.providers.secrets import Secret
 from tests.unit.webhooks.test_notice import EVENT_EPOCH, rebalance, spot_warning
 
 SECRET = "agent-hmac-secret-0123456789abcdef"

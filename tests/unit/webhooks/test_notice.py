@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from controller.webhooks import InterruptionNotice, NoticeAction, NoticeSource, WebhookRejected, parse_notice
-from controller.webhooks.notice import MAX_JSON_DEPTH, nesting_exceeds
+from scalectl.controller.webhooks import InterruptionNotice, NoticeAction, NoticeSource, WebhookRejected, parse_notice
+from scalectl.controller.webhooks.notice import MAX_JSON_DEPTH, nesting_exceeds
 
 JSON = {"Content-Type": "application/json; charset=utf-8"}
 EVENT_TIME = "2026-03-01T12:00:00Z"

@@ -1,0 +1,92 @@
+"""`scalectl apply`, `diff` and `get tiers`: the tier configuration, validated and versioned."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+
+from scalectl.cli.context import open_store, settings, user_errors
+from scalectl.cli.output import EXIT_DIFF, EXIT_OK, Format, OutputOption, emit
+from scalectl.clocks import SystemClock
+from scalectl.controller.store.repository import diff_config
+from scalectl.tiers.config import load_config
+
+FileOption = typer.Option(..., "--filename", "-f", exists=False, help="Tiers YAML file.")
+
+
+def _summary(spec: dict[str, Any]) -> str:
+    policy = spec.get("policy", {})
+    return f"{policy.get('kind')} {spec.get('capacity')} {spec.get('gpu')} [{spec.get('min')}..{spec.get('max')}]"
+
+
+def register(app: typer.Typer) -> None:
+    get_app = typer.Typer(help="List resources.", no_args_is_help=True)
+    app.add_typer(get_app, name="get")
+
+    @app.command()
+    def apply(filename: Path = FileOption, output: Format = OutputOption) -> None:
+        """Validate a tiers file and store it as a new configuration version (only if it changed)."""
+        with user_errors():
+            fleet, text = load_config(filename)
+            store = open_store(settings())
+            version, changes = store.apply_config(fleet, text, str(filename), SystemClock().now())
+        rows = [{"tier": c.tier, "change": c.change} for c in changes]
+        if output is Format.table:
+            if version is None:
+                typer.echo(f"{filename}: unchanged (config v{store.config_version()})")
+            else:
+                typer.echo(f"{filename}: applied as config v{version}")
+            for c in changes:
+                if c.change != "unchanged":
+                    typer.echo(f"  tier {c.tier}: {c.change}")
+            return
+        emit({"version": version or store.config_version(), "changed": version is not None, "tiers": rows}, output)
+
+    @app.command()
+    def diff(filename: Path = FileOption, output: Format = OutputOption) -> None:
+        """Show what `apply` would change. Exit 0: no changes; 3: there are changes; 2: invalid file."""
+        with user_errors():
+            fleet, _ = load_config(filename)
+            store = open_store(settings())
+            changes = diff_config(store.tier_specs(), fleet)
+        changed = [c for c in changes if c.change != "unchanged"]
+        if output is Format.table:
+            if not changed:
+                typer.echo("no changes")
+            for c in changed:
+                before = yaml.safe_dump(c.before, sort_keys=True).splitlines() if c.before else []
+                after = yaml.safe_dump(c.after, sort_keys=True).splitlines() if c.after else []
+                typer.echo(f"tier {c.tier}: {c.change}")
+                for line in difflib.unified_diff(before, after, "stored", str(filename), lineterm="", n=2):
+                    typer.echo(f"  {line}")
+        else:
+            emit([{"tier": c.tier, "change": c.change, "before": c.before, "after": c.after} for c in changed], output)
+        raise typer.Exit(EXIT_DIFF if changed else EXIT_OK)
+
+    @get_app.command("tiers")
+    def get_tiers(output: Format = OutputOption) -> None:
+        """The tiers of the stored configuration."""
+        with user_errors():
+            store = open_store(settings())
+            specs = store.tier_specs()
+            version = store.config_version()
+        if output is Format.table:
+            emit(
+                [
+                    {
+                        "tier": n,
+                        "policy": _summary(s),
+                        "providers": ",".join(s.get("providers", [])),
+                        "config": f"v{version}",
+                    }
+                    for n, s in sorted(specs.items())
+                ],
+                output,
+            )
+        else:
+            emit({"version": version, "tiers": json.loads(json.dumps(specs))}, output)

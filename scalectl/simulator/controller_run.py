@@ -1,0 +1,394 @@
+"""A simulated day through the real controller: policies, reconciler and store on virtual time.
+
+Each tick of ``tick_s`` virtual seconds: the cloud's scheduled events land (capacity windows, spot
+notices), the reconciler runs one real ``tick()`` (it reads the fleet model's signals, decides with the
+tier's policy, launches and retires instances on the simulated cloud, and records decisions and events
+in an in-memory SQLite store), then the instances' states in the store become the fleet model's ready
+and draining sets, and the fleet model serves the tick's traffic. No decision logic lives here.
+
+Before the workload starts, the controller runs a warm-up (the longest provisioning delay and two ticks)
+with no traffic, so each tier starts the day at what its policy holds at idle, as the baselines do;
+the warm-up is not billed to the report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import multiprocessing
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine, event
+
+from scalectl.clocks import FakeClock
+from scalectl.controller.reconciler.decide import bounds_for
+from scalectl.controller.reconciler.loop import Reconciler
+from scalectl.controller.store.db import make_engine
+from scalectl.controller.store.live_rows import write_pattern
+from scalectl.controller.store.models import Base
+from scalectl.controller.store.repository import Store
+from scalectl.domain.instance import Instance, InstanceState
+from scalectl.policies.external import ExternalPolicyError, load_external_policy
+from scalectl.policies.spec import ExternalPolicy
+from scalectl.simulator.baselines import (
+    DEFAULT_SLO_GOAL,
+    Baselines,
+    BaselineSettings,
+    baseline_parts,
+    merge_parts,
+    part_label,
+    run_baselines,
+)
+from scalectl.simulator.cloud_events import CloudEvents
+from scalectl.simulator.fleet import Fleet, TierModel, tier_models
+from scalectl.simulator.fleet_signals import FleetSignals, activated_tiers
+from scalectl.simulator.report import Report, build_report
+from scalectl.simulator.rollouts import RolloutClock, rollout_outcomes
+from scalectl.simulator.sim_cloud import simulation_cloud
+from scalectl.simulator.worker_process import exit_with_parent
+from scalectl.simulator.workloads.spec import Workload
+from scalectl.tiers.config import FleetConfig
+
+Progress = Callable[[float, float], None]  # (virtual seconds done, total)
+# Once the controller's run is done: the baselines still running in their processes, each time one finishes
+# (an empty list at the end). A baseline that falls behind its traffic can take far longer than the run.
+BaselineWait = Callable[[list[str]], None]
+
+
+class SimulationInputError(ValueError):
+    """The tiers file and the workload do not fit together; the message names the file, tier and field."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    tick_s: float = 5.0  # the daemon's tick interval (settings.tick_interval)
+    baselines: bool = True
+    parallel_baselines: bool = True  # run the baselines in a second process while the controller runs
+    progress_every_s: float = 600.0  # virtual seconds between progress callbacks
+    slo_goal: float = DEFAULT_SLO_GOAL  # the oracle holds this share of requests within the TTFT target
+    # Asked every ``check_every_s`` virtual seconds how the run stands; a reason stops it (RunStopped). For a
+    # search that knows a run can no longer win: ``scalectl tune`` stops a trial past the best one's cost.
+    stop: Callable[[Checkpoint], str | None] | None = None
+    check_every_s: float = 1800.0
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A run so far: virtual seconds since the start, and per tier the dollars billed and (met, judged)."""
+
+    t: float
+    cost: Mapping[str, float]
+    slo: Mapping[str, tuple[int, int]]
+
+
+class RunStopped(Exception):
+    """``RunOptions.stop`` gave a reason: the run ended at ``checkpoint.t``."""
+
+    def __init__(self, reason: str, checkpoint: Checkpoint) -> None:
+        super().__init__(reason)
+        self.reason, self.checkpoint = reason, checkpoint
+
+
+@dataclass(slots=True)
+class SimulationResult:
+    report: Report
+    ticks: int
+    decisions: int  # decision rows the reconciler recorded (changes, and one a minute per tier)
+    events: dict[str, int]  # event kind -> count (launched, ready, draining, retired, interrupted, ...)
+    billed: float  # dollars the simulated clouds billed within the run (the report's total cost)
+    billed_with_warmup: float  # including the warm-up before the workload starts
+    interruptions_scheduled: int
+    store: Store | None = None  # the run's in-memory store: decisions, events and instance rows to inspect
+
+
+def models_for(config: FleetConfig, workload: Workload, workload_source: str = "workload") -> dict[str, TierModel]:
+    """Pair workload tiers with their configuration; every problem names the workload file and tier."""
+    missing = [name for name in workload.tiers if name not in config.tiers]
+    if missing:
+        known = ", ".join(config.tiers)
+        raise SimulationInputError(
+            "\n".join(
+                f'{workload_source}: tier "{name}": not in the tiers file (its tiers: {known}); '
+                "rename it or add the tier to the tiers file"
+                for name in missing
+            )
+        )
+    problems = []
+    for name in workload.tiers:
+        tier = config.tiers[name]
+        if isinstance(tier.policy, ExternalPolicy):  # fail before the run, not as a "hold" on every tick
+            try:
+                load_external_policy(tier.policy.class_, tier.policy.options, bounds_for(tier))
+            except ExternalPolicyError as exc:
+                problems.append(f'tiers file: tier "{name}": {exc}')
+        try:
+            one: dict[str, Any] = {name: tier}  # TierSpec fits the fleet's TierLike protocol (read-only fields)
+            tier_models(workload.model_copy(update={"tiers": {name: workload.tiers[name]}}), one)
+        except (ValueError, KeyError) as exc:
+            problems.append(f'{workload_source}: tier "{name}": {exc}')
+    if problems:
+        raise SimulationInputError("\n".join(problems))
+    tiers: dict[str, Any] = {name: config.tiers[name] for name in workload.tiers}
+    return tier_models(workload, tiers)
+
+
+def simulate(
+    config: FleetConfig,
+    config_text: str,
+    workload: Workload,
+    *,
+    options: RunOptions | None = None,
+    progress: Progress | None = None,
+    workload_source: str = "workload",
+    waiting: BaselineWait | None = None,
+) -> SimulationResult:
+    """Run the workload through the controller (and the baselines), return the report."""
+    opts = options or RunOptions()
+    models = models_for(config, workload, workload_source)
+    subset = FleetConfig(tiers={n: config.tiers[n] for n in workload.tiers}, providers=config.providers)
+    low, high = workload.cloud.provision_delay
+    settings = BaselineSettings(
+        provisioning_delay_s=(low + high) / 2,
+        tick_s=opts.tick_s,
+        slo_goal=opts.slo_goal,
+        bounds={name: (config.tiers[name].min, config.tiers[name].max) for name in workload.tiers},
+        drain_timeout_s={name: config.tiers[name].drain_timeout for name in workload.tiers},
+    )
+    pending: list[concurrent.futures.Future[Baselines]] | None = None
+    pool: concurrent.futures.ProcessPoolExecutor | None = None
+    parts = baseline_parts(workload, models, settings) if opts.baselines else []
+    labels = [part_label(part) for part in parts]
+    if parts and opts.parallel_baselines:
+        workers = max(1, min(len(parts), os.cpu_count() or 1))
+        try:  # fork before any thread or event loop exists in this process
+            pool = concurrent.futures.ProcessPoolExecutor(
+                workers, mp_context=multiprocessing.get_context("fork"), initializer=exit_with_parent,
+                initargs=(os.getpid(),),
+            )  # fmt: skip
+            pending = [pool.submit(job, *args) for job, args in parts]  # the longest first: oracle, KEDA/HPA
+        except (OSError, ValueError):
+            pool, pending = None, None
+    try:
+        result = asyncio.run(_Run(subset, config_text, workload, models, opts, progress).run())
+        baselines: Baselines = {}
+        if pending is not None:
+            try:
+                if waiting is not None:
+                    _tell_waiting(waiting, dict(zip(pending, labels, strict=True)))
+                baselines = merge_parts(models, [future.result() for future in pending])
+            except concurrent.futures.process.BrokenProcessPool:
+                pending = None
+        if parts and pending is None:
+            if waiting is not None:  # one after another, in this process
+                waiting(labels)
+            baselines = run_baselines(workload, models, settings)
+            if waiting is not None:
+                waiting([])
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    result.report.baselines = {k: dict(v) for k, v in baselines.items()}
+    result.report.warnings = result.report.bound_warnings({name: config.tiers[name].max for name in workload.tiers})
+    result.report.warnings += result.report.reach_warnings(opts.slo_goal)
+    return result
+
+
+def _tell_waiting(waiting: BaselineWait, labels: Mapping[concurrent.futures.Future[Baselines], str]) -> None:
+    """Say which baselines are still running (``labels``: each one's future), again each time one finishes,
+    until none is."""
+    left = [future for future in labels if not future.done()]
+    waiting([labels[future] for future in left])
+    for finished in concurrent.futures.as_completed(left):
+        left.remove(finished)
+        waiting([labels[future] for future in left])
+
+
+INSTANCES_TABLE = "instances"
+
+
+class TableWrites:
+    """Whether a table was written since the last ``take()``: an engine event sees every INSERT, UPDATE and
+    DELETE statement the store runs, whichever session or repository function issues it."""
+
+    def __init__(self, engine: Engine, table: str) -> None:
+        self._pattern = write_pattern(table)
+        self._written = True  # nothing read yet
+        event.listen(engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, _conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if not self._written and self._pattern.match(statement):
+            self._written = True
+
+    def take(self) -> bool:
+        written, self._written = self._written, False
+        return written
+
+
+class _Run:
+    def __init__(
+        self,
+        config: FleetConfig,
+        config_text: str,
+        workload: Workload,
+        models: Mapping[str, TierModel],
+        opts: RunOptions,
+        progress: Progress | None,
+    ) -> None:
+        self.workload = workload
+        self.opts = opts
+        self.progress = progress
+        self.start = workload.start_epoch
+        self.warmup = workload.cloud.provision_delay[1] + 2 * opts.tick_s
+        self.clock = FakeClock(self.start - self.warmup)
+        self.fleet = Fleet(workload, models)
+        names = sorted({p for tier in config.tiers.values() for p in tier.providers})
+        self.clouds = {n: simulation_cloud(n, self.clock, workload.cloud, workload.seed) for n in names}
+        self.events = CloudEvents(workload.cloud, self.clouds, workload.seed)
+        engine = make_engine("sqlite://")
+        Base.metadata.create_all(engine)
+        self.store = Store(engine, sole_writer=True)  # a private database: nobody else writes to it
+        self.store.apply_config(config, config_text, "simulate", self.clock.now())
+        self.reconciler = Reconciler(
+            self.store,
+            self.clouds,
+            FleetSignals(self.fleet, self.clock, activated_tiers(config)),
+            self.clock,
+            drain_check=self._drain_check,
+        )
+        self.members: dict[str, tuple[frozenset[str], frozenset[str]]] = {n: (frozenset(), frozenset()) for n in models}
+        self.billing: dict[str, int] = dict.fromkeys(models, 0)
+        self.writes = TableWrites(engine, INSTANCES_TABLE)
+        self.tier_of: dict[str, str] = {}
+        self.rollouts = RolloutClock(workload.rollouts)
+
+    async def _drain_check(self, row: Instance) -> float | None:
+        """What vLLM (or the Celery worker) on a draining instance still runs: the reconciler deletes it at 0."""
+        if row.tier not in self.fleet.models or row.provider_id is None:
+            return None
+        return float(self.fleet.work_on(row.tier, row.provider_id))
+
+    async def run(self) -> SimulationResult:
+        tick, duration = self.opts.tick_s, self.workload.duration
+        t, ticks = -self.warmup, 0
+        billed_at_start: float | None = None
+        next_progress = next_check = 0.0
+        while t < duration - 1e-9:
+            if t >= 0 and billed_at_start is None:
+                self.clock.set(self.start)
+                billed_at_start = self._billed()
+            self.clock.set(self.start + t)
+            self.events.apply(t)
+            self.rollouts.start_due(self.store, t, self.start + t)
+            await self.reconciler.tick()
+            self.rollouts.finish_done(self.store, t)
+            ticks += 1
+            billed = self._sync_fleet(max(t, 0.0))
+            if t >= 0:
+                t1 = min(t + tick, duration)
+                for name, count in billed.items():
+                    self.fleet.bill(name, t, t1, count)
+                self.fleet.advance(t, t1)
+                if self.progress is not None and t1 >= next_progress:
+                    self.progress(t1, duration)
+                    next_progress = t1 + self.opts.progress_every_s
+                if self.opts.stop is not None and t1 >= next_check:
+                    self._check(t1)
+                    next_check = t1 + self.opts.check_every_s
+            t = round(t + tick, 6)
+        self.clock.set(self.start + duration)
+        billed_end = self._billed()
+        return self._result(ticks, billed_end - (billed_at_start or 0.0), billed_end)
+
+    def _sync_fleet(self, now: float) -> dict[str, int]:
+        """The store's view of the instances becomes the fleet model's; returns instances billing per tier.
+
+        Only after a tick that wrote to the instances: the view cannot have changed otherwise, and most ticks
+        change nothing (reading every tick cost as much as the fleet model's own work on a batch night)."""
+        if not self.writes.take():
+            return self.billing
+        ready: dict[str, set[str]] = {n: set() for n in self.members}
+        draining: dict[str, set[str]] = {n: set() for n in self.members}
+        billing: dict[str, int] = dict.fromkeys(self.members, 0)
+        with self.store.unit_of_work() as uow:
+            rows = uow.instances.live()
+        # Creation order (simulated ids count up): spot preemption times are drawn in the order instances appear.
+        for row in sorted(rows, key=lambda r: (r.provider, r.provider_id or "")):
+            tier, provider_id = row.tier, row.provider_id
+            if provider_id is None or tier not in self.members:
+                continue
+            billing[tier] += 1
+            launched_at = row.launched_at if row.launched_at is not None else row.created_at
+            self.events.watch(row.provider, provider_id, row.capacity, launched_at - self.start)
+            if row.state is InstanceState.READY:
+                ready[tier].add(provider_id)
+            elif row.state is InstanceState.DRAINING and row.ready_at is not None:
+                draining[tier].add(provider_id)
+        for name, (was_ready, was_draining) in self.members.items():
+            now_ready, now_draining = frozenset(ready[name]), frozenset(draining[name])
+            if (now_ready, now_draining) == (was_ready, was_draining):
+                continue
+            gone = (was_ready | was_draining) - now_ready - now_draining
+            # Deleted with work still on it (preempted, noticed, or past the drain timeout): that work is
+            # cut and retried elsewhere. Drained to zero: nothing to do.
+            cut = sorted(i for i in gone if self.fleet.work_on(name, i) > 0)
+            if cut:
+                self.fleet.interrupt(name, cut, now)
+            self.fleet.set_instances(name, sorted(now_ready), sorted(now_draining), now)
+            self.members[name] = (now_ready, now_draining)
+        self.billing = billing
+        return billing
+
+    def _billed_by_tier(self, until: float) -> dict[str, tuple[float, float]]:
+        """Per tier, (dollars, instance-seconds) every cloud billed from the start until ``until`` s later."""
+        per_tier: dict[str, tuple[float, float]] = {}
+        for cloud in self.clouds.values():
+            for name, (dollars, seconds) in cloud.billed_by_tier(self.start, self.start + until).items():
+                spent, billed = per_tier.get(name, (0.0, 0.0))
+                per_tier[name] = (spent + dollars, billed + seconds)
+        return per_tier
+
+    def _check(self, t: float) -> None:
+        assert self.opts.stop is not None
+        billed = self._billed_by_tier(t)
+        cost = {name: billed.get(name, (0.0, 0.0))[0] for name in self.fleet.models}
+        checkpoint = Checkpoint(t, cost, {name: self.fleet.slo_so_far(name) for name in self.fleet.models})
+        reason = self.opts.stop(checkpoint)
+        if reason is not None:
+            raise RunStopped(reason, checkpoint)
+
+    def _billed(self) -> float:
+        return sum(cloud.billed() for cloud in self.clouds.values())
+
+    def _result(self, ticks: int, billed: float, billed_total: float) -> SimulationResult:
+        report = build_report(self.fleet, self.workload.duration)
+        report.rollouts = rollout_outcomes(self.fleet, self.rollouts.spans(), self.workload.duration)
+        per_tier = self._billed_by_tier(self.workload.duration)
+        everything = sys.maxsize  # the whole run: counts, not a page
+        rows = self.store.instances(include_ended=True, limit=everything)
+        interrupted = Counter(r.tier for r in rows if r.interrupted)
+        decisions = len(self.store.decisions(limit=everything))
+        events = Counter(e.kind for e in self.store.events(limit=everything))
+        for name, outcome in list(report.tiers.items()):
+            dollars, seconds = per_tier.get(name, (0.0, 0.0))
+            report.tiers[name] = dataclasses.replace(
+                outcome,
+                cost=dollars,
+                gpu_hours=seconds * self.fleet.models[name].gpu_count / 3600.0,
+                interruptions=int(interrupted.get(name, 0)),
+            )
+        return SimulationResult(
+            report=report,
+            ticks=ticks,
+            decisions=decisions,
+            events={str(k): int(v) for k, v in events.items()},
+            billed=billed,
+            billed_with_warmup=billed_total,
+            interruptions_scheduled=self.events.interruptions_scheduled,
+            store=self.store,
+        )

@@ -1,0 +1,54 @@
+"""The simulated cloud as a simulation run uses it: ``scalectl.providers.simulated.SimulatedCloud``, configured
+through its public constructor.
+
+Every instance gets an address (so the reconciler's graceful drain asks the fleet model how much work is
+left, as it asks vLLM in production), and provisioning delays come from one stream per cloud in the order
+instances are created (the controller's instance keys are random; the run's delays must not be).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import random
+
+from scalectl.clocks import Clock
+from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.simulated import SimulatedCloud
+from scalectl.simulator.workloads.spec import CloudSpec
+
+ADDRESS_SCHEME = "sim://"
+
+
+def simulation_cloud(name: str, clock: Clock, spec: CloudSpec, seed: int) -> SimulatedCloud:
+    low, high = spec.provision_delay
+    options = {
+        "seed": seed,
+        "provision_delay_min": low,
+        "provision_delay_max": high,
+        "interruption_notice": spec.notice,
+        "spot_interruptions_per_hour": 0.0,  # interruptions come from the run's schedule (storms vary it)
+    }
+    return SimulatedCloud(
+        ProviderConfig(name=name, type="simulated", options=options),
+        clock,
+        draws=_InOrder(seed, name),
+        address_of=functools.partial(address_of, name),
+    )
+
+
+class _InOrder:
+    """One random stream per cloud, in the order instances are created: the same run draws the same delays."""
+
+    def __init__(self, seed: int, cloud: str) -> None:
+        self._seed, self._cloud = seed, cloud
+        self._count = itertools.count(1)
+
+    def __call__(self, _key: str) -> random.Random:
+        digest = hashlib.sha256(f"{self._seed}:{self._cloud}:{next(self._count)}".encode()).digest()
+        return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def address_of(provider: str, provider_id: str) -> str:
+    return f"{ADDRESS_SCHEME}{provider}/{provider_id}"

@@ -1,0 +1,269 @@
+"""Fleet configuration (tiers.yaml): schema, loading, and errors that name file, tier, field and fix."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from scalectl.policies.durations import Duration
+from scalectl.policies.registry import KINDS
+from scalectl.policies.spec import PolicySpec
+from scalectl.providers.registry import check_options
+from scalectl.sizing.gpus import UnknownGpu, gpu_info
+from scalectl.sizing.spec import ServingSpec
+from scalectl.sources.spec import SignalsSpec
+from scalectl.tiers.disruption import DisruptionWindow, parse_budget
+from scalectl.tiers.errors import ConfigError
+from scalectl.tiers.yaml_bounded import TooDeep, safe_load
+
+# Provider types that work with no configuration block of their own.
+IMPLICIT_PROVIDERS = ("simulated", "local")
+_TIER_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class ProviderEntry(_Strict):
+    """An account at a provider. Credentials come from env or a file, never from this file."""
+
+    type: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    api_key_file: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _options_fit_the_type(self) -> ProviderEntry:
+        check_options(self.type, self.options)  # ValueError -> 'provider "x": <what to fix>'
+        return self
+
+
+class ActivatorSpec(_Strict):
+    """Scale-from-zero over HTTP (docs/routing.md): while the tier has no ready instance, its route goes to the
+    daemon's activator, which holds each request (at most ``max_held``, each at most ``max_wait``), counts it
+    as load so the tier starts at once, and hands it to the first ready instance. It applies where the daemon
+    routes the tier (``SCALECTL_ROUTING=nginx`` and the tier in ``SCALECTL_ROUTING_LISTEN``)."""
+
+    enabled: bool = True
+    max_held: int = Field(100, ge=1, le=100_000)  # requests held at once; more get 503 with Retry-After
+    max_wait: Duration = Field(300.0, gt=0)  # a request not handed to an instance by then gets 503
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)  # larger: 413, never buffered
+
+
+class TierSpec(_Strict):
+    capacity: Literal["on-demand", "spot"]
+    fallback: Literal["on-demand"] | None = None
+    gpu: str
+    gpu_count: int = Field(1, ge=1, le=16)
+    providers: list[str] = Field(min_length=1)
+    regions: list[str] = Field(default_factory=list)
+    min: int = Field(ge=0)
+    max: int = Field(ge=0)
+    budget_per_hour: float | None = Field(None, gt=0)
+    policy: PolicySpec
+    signals: SignalsSpec = Field(default_factory=SignalsSpec)
+    serving: ServingSpec = Field(default_factory=ServingSpec)
+    launch_timeout: Duration = 300.0  # no provider instance by then: replace (Karpenter: 5 min)
+    bootstrap_timeout: Duration = 900.0  # not serving by then: replace (Karpenter: 15 min)
+    drain_timeout: Duration = 120.0
+    max_surge: int = Field(1, ge=0, le=16)  # extra instances while spot replaces fallback ones (0: drain first)
+    on_demand_base: int = Field(0, ge=0)  # spot tiers: this many instances always on-demand (SkyServe's base)
+    fallback_after: Duration = 0.0  # spot tiers: wait this long for spot before falling back to on-demand
+    # Voluntary disruptions at once (scale-in, rollouts' drain-first steps): a count, or "25%" of the fleet.
+    max_disrupted: int | float | None = None
+    # Scheduled budgets that override max_disrupted while open (e.g. 0 during business hours): tiers/disruption.py
+    disruption_windows: tuple[DisruptionWindow, ...] = ()
+    activator: ActivatorSpec = Field(default_factory=ActivatorSpec)
+
+    @field_validator("max_disrupted", mode="before")
+    @classmethod
+    def _disruption_budget(cls, value: Any) -> Any:
+        return None if value is None else parse_budget(value, allow_zero=False)
+
+    @model_validator(mode="after")
+    def _bounds_make_sense(self) -> TierSpec:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) is above max ({self.max}); set min <= max")
+        if self.fallback and self.capacity != "spot":
+            raise ValueError("fallback: on-demand only applies to capacity: spot")
+        if self.on_demand_base and self.capacity != "spot":
+            raise ValueError("on_demand_base only applies to capacity: spot (an on-demand tier is all on-demand)")
+        if self.on_demand_base > self.max:
+            raise ValueError(f"on_demand_base ({self.on_demand_base}) is above max ({self.max}); lower it")
+        if self.fallback_after and self.fallback is None:
+            raise ValueError("fallback_after needs fallback: on-demand (there is nothing to fall back to)")
+        floor = getattr(self.policy, "floor", None)
+        if floor is not None and floor > self.max:
+            raise ValueError(f"policy.floor ({floor}) is above max ({self.max}); lower the floor or raise max")
+        return self
+
+    def catalogue_price_per_hour(self) -> float | None:
+        """$/hour for one instance at the catalogue price × gpu_count (the spot price for spot tiers when the
+        catalogue has one); None for a GPU the catalogue does not know."""
+        try:
+            info = gpu_info(self.gpu)
+        except UnknownGpu:
+            return None
+        spot = info.spot_per_hour if self.capacity == "spot" else None
+        return (spot if spot is not None else info.on_demand_per_hour) * self.gpu_count
+
+    @property
+    def user_facing(self) -> bool:
+        """Serves people (a latency target), as opposed to a batch queue: planned first under a fleet budget."""
+        return self.policy.kind != "scale-to-zero"
+
+
+class FleetConfig(_Strict):
+    tiers: dict[str, TierSpec] = Field(min_length=1)
+    providers: dict[str, ProviderEntry] = Field(default_factory=dict)
+    # A hard cap on what the whole fleet bills per hour, across tiers (each tier's own budget still holds).
+    budget_per_hour: float | None = Field(None, gt=0)
+
+    @field_validator("tiers")
+    @classmethod
+    def _tier_names(cls, tiers: dict[str, TierSpec]) -> dict[str, TierSpec]:
+        for name in tiers:
+            if not _TIER_NAME.match(name):
+                raise ValueError(f'tier name "{name}" must be lowercase letters, digits and dashes (at most 40 chars)')
+        return tiers
+
+    @model_validator(mode="after")
+    def _providers_known(self) -> FleetConfig:
+        for tier_name, tier in self.tiers.items():
+            for provider in tier.providers:
+                if provider not in self.providers and provider not in IMPLICIT_PROVIDERS:
+                    known = ", ".join(sorted(set(self.providers) | set(IMPLICIT_PROVIDERS)))
+                    raise ValueError(
+                        f'tier "{tier_name}": providers: unknown provider "{provider}"; '
+                        f"add it under the top-level `providers:` block or use one of: {known}"
+                    )
+        return self
+
+    @model_validator(mode="after")
+    def _fleet_budget_covers_the_floors(self) -> FleetConfig:
+        """A fleet budget that cannot pay for every tier's ``min`` would starve some floor on the first tick:
+        refused here, with what the floors cost (catalogue prices; a live price above them is reported when
+        it binds)."""
+        if self.budget_per_hour is None:
+            return self
+        floors = {name: (tier.min, tier.catalogue_price_per_hour()) for name, tier in self.tiers.items() if tier.min}
+        cost = sum(n * price for n, price in floors.values() if price is not None)
+        if cost > self.budget_per_hour + 1e-9:
+            parts = ", ".join(f"{name} {n} × ${price:g}" for name, (n, price) in sorted(floors.items()) if price)
+            raise ValueError(
+                f"budget_per_hour: ${self.budget_per_hour:g}/h is below what the tiers' floors cost at catalogue "
+                f"prices (${cost:g}/h: {parts}); raise budget_per_hour or lower a tier's min"
+            )
+        return self
+
+
+def _format_location(loc: tuple[Any, ...], data: Any) -> str:
+    """('tiers', 'research', 'policy', 'scale-to-zero', 'idle_after') -> 'tier "research": policy.idle_after'."""
+    parts = list(loc)
+    prefix = ""
+    if len(parts) >= 2 and parts[0] == "tiers":
+        prefix = f'tier "{parts[1]}": '
+        parts = parts[2:]
+    elif len(parts) >= 2 and parts[0] == "providers":
+        prefix = f'provider "{parts[1]}": '
+        parts = parts[2:]
+    if len(parts) >= 2 and parts[0] in ("policy",) and isinstance(parts[1], str) and parts[1] in KINDS:
+        del parts[1]  # the discriminator tag pydantic inserts
+    path = ""
+    for part in parts:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.startswith("function-") or part in ("constrained-str", "literal"):
+            continue
+        else:
+            path += f".{part}" if path else str(part)
+    return prefix + (f"{path}: " if path else "")
+
+
+def _format_validation_error(exc: ValidationError, data: Any) -> list[str]:
+    problems = []
+    for err in exc.errors():
+        where = _format_location(tuple(err["loc"]), data)
+        message = err["msg"]
+        message = re.sub(r"^(Value error|Assertion failed), ", "", message)
+        if err["type"] == "extra_forbidden":
+            message = "unknown field; remove it or check its spelling (see docs/configuration.md)"
+        elif err["type"] == "union_tag_invalid":
+            kinds = "min-floor, scale-to-zero, predictive, external"
+            message = f"unknown policy kind {err.get('input', {}).get('kind')!r}; expected one of: {kinds}"
+        elif err["type"] == "union_tag_not_found":
+            message = "missing `kind`; expected one of: min-floor, scale-to-zero, predictive, external"
+        elif err["type"] == "missing":
+            message = "required field is missing"
+        elif "input" in err and err["type"] not in ("value_error",) and not isinstance(err["input"], dict):
+            message = f"{message}, got {err['input']!r}"
+        problems.append(f"{where}{message}")
+    return problems
+
+
+def _cross_field_problems(data: Mapping[str, Any]) -> list[str]:
+    """The checks that pydantic runs only once every field of a model is valid (unknown providers, min above
+    max), done on the raw data so that one run reports every problem, not one layer per run."""
+    problems: list[str] = []
+    declared = data.get("providers")
+    known = set(declared) if isinstance(declared, Mapping) else set()
+    known |= set(IMPLICIT_PROVIDERS)
+    tiers = data.get("tiers")
+    for name, tier in tiers.items() if isinstance(tiers, Mapping) else ():
+        if not isinstance(tier, Mapping):
+            continue
+        providers = tier.get("providers")
+        for provider in providers if isinstance(providers, list) else ():
+            if isinstance(provider, str) and provider not in known:
+                problems.append(
+                    f'tier "{name}": providers: unknown provider "{provider}"; add it under the top-level '
+                    f"`providers:` block or use one of: {', '.join(sorted(known))}"
+                )
+        low, high = tier.get("min"), tier.get("max")
+        if type(low) is int and type(high) is int and low > high:
+            problems.append(f'tier "{name}": min ({low}) is above max ({high}); set min <= max')
+    return problems
+
+
+def parse_config(text: str, source: str = "<config>") -> FleetConfig:
+    """Parse and validate YAML text. Raises ConfigError naming ``source``, tier and field — every problem
+    of the file at once."""
+    try:
+        data = safe_load(text)
+    except TooDeep as exc:
+        raise ConfigError(source, [str(exc)]) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(source, [f"{where}invalid YAML: {problem}"]) from None
+    if not isinstance(data, Mapping) or "tiers" not in data:
+        raise ConfigError(source, ["expected a mapping with a top-level `tiers:` key"])
+    try:
+        return FleetConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = _format_validation_error(exc, data)
+        problems += [p for p in _cross_field_problems(data) if p not in problems]
+        raise ConfigError(source, problems) from None
+
+
+def load_config(path: str | Path) -> tuple[FleetConfig, str]:
+    """Read and validate a tiers file; returns the config and its text (stored verbatim on apply)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(str(p), [f"cannot read the file: {exc.strerror}"]) from None
+    return parse_config(text, str(p)), text
+
+
+def config_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,6 +1,0 @@
-"""Scale-from-zero for HTTP tiers: hold requests while a tier starts, hand them to its first instance."""
-
-from serving.activator.gate import HoldLimits, TierGate
-from serving.activator.service import Activator
-
-__all__ = ["Activator", "HoldLimits", "TierGate"]
