@@ -31,11 +31,11 @@ from scalectl.controller.reconciler.loop import Reconciler, TickReport
 from scalectl.controller.serving_hooks import ServingHooks, build_hooks
 from scalectl.controller.settings import Settings
 from scalectl.controller.startup import demo_clock, load_fleet, publish_clock, signal_source
-from scalectl.controller.status import status_document
 from scalectl.controller.store.errors import one_line
 from scalectl.controller.store.repository import Store
 from scalectl.controller.systemd import SystemdNotifier, watchdog_interval
 from scalectl.controller.version import scalectl_version
+from scalectl.controller.views.status import status_document
 from scalectl.providers.base import Provider
 from scalectl.serving.activator import Activator
 from scalectl.tiers.config import FleetConfig

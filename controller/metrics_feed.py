@@ -13,9 +13,9 @@ from sqlalchemy import func, select
 
 from scalectl.controller.metrics import INSTANCE_STATES, SIGNAL_METRIC_NAMES, SIGNALS, DaemonMetrics
 from scalectl.controller.reconciler.loop import TickReport
-from scalectl.controller.status import fleet_status
 from scalectl.controller.store.models import EventRecord, InstanceRecord
 from scalectl.controller.store.repository import Store
+from scalectl.controller.views.status import fleet_status
 from scalectl.domain.instance import InstanceState
 from scalectl.tiers.config import TierSpec
 

@@ -1,5 +1,5 @@
 """What `scalectl status` and /v1/status show about the replicas, as plain data: no SQLAlchemy here, so
-`scalectl status` on SQLite reads it without importing the ORM (controller.store.status_reads)."""
+`scalectl status` on SQLite reads it without importing the ORM (controller.views.status_reads)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from collections import defaultdict, deque
 from collections.abc import Collection
 
 from scalectl.controller.reconciler.placement import PROVIDER_UNAVAILABLE_FOR, UNAVAILABLE_FOR, UnavailableOffers
-from scalectl.controller.store.history import FailureHistory
+from scalectl.domain.failures import FailureHistory
 from scalectl.providers.base import Capacity, Offer
 
 SPOT_BACKOFF_AFTER = 3  # interruptions within the window that switch a tier to its fallback

@@ -10,7 +10,7 @@ from scalectl.controller.reconciler import lifecycle
 from scalectl.controller.reconciler.backoffs import CRASH_WITHIN, Backoffs
 from scalectl.controller.reconciler.calls import Calls, one_line
 from scalectl.controller.reconciler.tick import Tick
-from scalectl.controller.store.history import CRASH_BACKOFF
+from scalectl.domain.failures import CRASH_BACKOFF
 from scalectl.domain.instance import NOTICED, Instance, InstanceEvent, InstanceState
 from scalectl.providers.base import Provider, ProviderInstance
 from scalectl.providers.errors import InstanceNotFound

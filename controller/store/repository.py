@@ -11,7 +11,7 @@ from sqlalchemy import Engine, Select, delete, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from scalectl.controller.store.db import make_sessionmaker
-from scalectl.controller.store.history import FailureHistory, failure_history
+from scalectl.controller.store.history import failure_history
 from scalectl.controller.store.instances import LIVE_STATES, live_groups_query
 from scalectl.controller.store.live_rows import LiveRowsCache
 from scalectl.controller.store.models import (
@@ -26,6 +26,7 @@ from scalectl.controller.store.models import (
 from scalectl.controller.store.stored_config import parse_stored, tier_spec_json
 from scalectl.controller.store.unit_of_work import UnitOfWork, save_policy_state
 from scalectl.controller.unit_cost import BilledSpan
+from scalectl.domain.failures import FailureHistory
 from scalectl.domain.instance import InstanceState
 from scalectl.domain.rollout import RolloutControl
 from scalectl.policies.types import PolicyState

@@ -9,9 +9,8 @@ Revises: 0002
 
 from __future__ import annotations
 
-import json
-
 import sqlalchemy as sa
+import yaml
 from alembic import op
 
 revision = "0003"
@@ -42,17 +41,17 @@ def downgrade() -> None:
     ).first()
     if latest is None:
         return
-    from scalectl.tiers.config import parse_config  # the specs in the canonical form the old code stored
-
-    fleet = parse_config(latest.text, f"stored config v{latest.version}")
+    # A migration is frozen history: it reads the stored text itself instead of importing today's parser.
+    # Each tier is stored as written; the code of revision 0002 validated a spec when it read one.
+    tiers_written = (yaml.safe_load(latest.text) or {}).get("tiers") or {}
     rows = [
         {
             "name": name,
-            "spec": json.loads(spec.model_dump_json(by_alias=True)),
+            "spec": spec,
             "config_version": latest.version,
             "updated_at": latest.applied_at,
             "active": True,
         }
-        for name, spec in fleet.tiers.items()
+        for name, spec in tiers_written.items()
     ]
     op.bulk_insert(tiers, rows)

@@ -11,8 +11,8 @@ from scalectl.cli.context import open_store, settings, user_errors
 from scalectl.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
 from scalectl.clocks import SystemClock
 from scalectl.controller.settings import Settings
-from scalectl.controller.status import COLUMNS, fleet_status, status_document
 from scalectl.controller.store.world_clock import world_now
+from scalectl.controller.views.status import COLUMNS, fleet_status, status_document
 from scalectl.policies.durations import parse_duration
 from scalectl.policies.types import PolicyState
 
@@ -47,7 +47,7 @@ def _window(window: str | None) -> float | None:
 def _status_document(s: Settings) -> dict[str, Any]:
     """The document GET /v1/status answers. An up-to-date SQLite file is read through sqlite3 (no SQLAlchemy
     import: the command starts in half the time); anything else through the store, which migrates."""
-    from scalectl.controller.store.status_reads import open_sqlite_reads
+    from scalectl.controller.views.status_reads import open_sqlite_reads
 
     stale_after = 3 * s.leader_lease_ttl
     reads = open_sqlite_reads(s.resolved_database_url())

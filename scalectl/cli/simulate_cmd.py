@@ -14,7 +14,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from scalectl.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail, report_console
 from scalectl.cli.traces import MissingTrace, resolve_traces
 from scalectl.simulator.controller_run import RunOptions, SimulationInputError, SimulationResult, simulate
-from scalectl.simulator.report import PlotFrame
+from scalectl.simulator.plot import PlotFrame, plot_report  # matplotlib is imported only to draw
 from scalectl.simulator.workloads.spec import Workload, WorkloadError, load_workload
 from scalectl.simulator.workloads.traces import TraceError
 from scalectl.tiers.config import ConfigError, FleetConfig, load_config
@@ -68,7 +68,7 @@ def simulate_command(
         except (SimulationInputError, TraceError) as exc:
             fail(str(exc), EXIT_USAGE)
     if plot is not None:
-        result.report.plot(plot, frame=plot_frame(config, load, workload.stem))
+        plot_report(result.report, plot, plot_frame(config, load, workload.stem))
     data = result_dict(result)
     if output is Format.table:
         console = report_console()

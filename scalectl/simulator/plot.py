@@ -4,17 +4,32 @@ queue), on clock time in the workload's zone, under a title with the scenario, c
 
 from __future__ import annotations
 
-from datetime import datetime, tzinfo
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from scalectl.simulator.report import PlotFrame, Report
+from scalectl.simulator.report import Report
 
 
-def plot_report(report: Report, path: Path, frame: PlotFrame) -> Path:
+@dataclass(frozen=True, slots=True)
+class PlotFrame:
+    """What the plot needs beyond the report: the scenario's name, the clock the workload starts at (and its
+    zone), and each tier's policy TTFT target (what the autoscaler aims at; the score's SLO may differ)."""
+
+    scenario: str = ""
+    start_epoch: float = 0.0
+    zone: tzinfo = UTC
+    policy_ttft_targets: Mapping[str, float] = field(default_factory=dict)
+
+
+def plot_report(report: Report, path: str | Path, frame: PlotFrame | None = None) -> Path:
+    """PNG: per tier, load and instances over time, and TTFT p95 (or the queue) against the target."""
+    path = Path(path)
+    frame = frame or PlotFrame()
     import matplotlib
 
     matplotlib.use("Agg")

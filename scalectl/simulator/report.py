@@ -10,8 +10,6 @@ import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, tzinfo
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -111,17 +109,6 @@ def outcomes(fleet: Fleet, duration_s: float) -> dict[str, TierOutcome]:
 BASELINES = ("static", "reactive", "skyserve", "oracle")
 RATIO_ORDER = ("oracle", "static", "reactive", "skyserve")  # the table's ÷ columns
 RATIO_LABEL = {"oracle": "oracle", "static": "static", "reactive": "reactive", "skyserve": "SkyServe"}
-
-
-@dataclass(frozen=True, slots=True)
-class PlotFrame:
-    """What the plot needs beyond the report: the scenario's name, the clock the workload starts at (and its
-    zone), and each tier's policy TTFT target (what the autoscaler aims at; the score's SLO may differ)."""
-
-    scenario: str = ""
-    start_epoch: float = 0.0
-    zone: tzinfo = UTC
-    policy_ttft_targets: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,12 +311,6 @@ class Report:
         )  # fmt: skip
         ratios.add_row("total", *(_fmt_ratio(tot.get(f"cost_vs_{ref}")) for ref in RATIO_ORDER))
         return run, versus, ratios
-
-    def plot(self, path: str | Path, *, frame: PlotFrame | None = None) -> Path:
-        """PNG: per tier, load and instances over time, and TTFT p95 (or the queue) against the target."""
-        from scalectl.simulator.plot import plot_report
-
-        return plot_report(self, Path(path), frame or PlotFrame())
 
 
 def timelines(fleet: Fleet) -> dict[str, dict[str, Any]]:

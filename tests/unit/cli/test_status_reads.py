@@ -12,12 +12,12 @@ from scalectl.controller.ha.lease import Identity
 from scalectl.controller.ha.lease_store import LeaseStore
 from scalectl.controller.ha.replica import read_replicas
 from scalectl.controller.settings import Settings
-from scalectl.controller.status import status_document
 from scalectl.controller.store import world_clock
 from scalectl.controller.store.models import InstanceRecord
 from scalectl.controller.store.open import open_store
 from scalectl.controller.store.repository import Store
-from scalectl.controller.store.status_reads import open_sqlite_reads, sqlite_file
+from scalectl.controller.views.status import status_document
+from scalectl.controller.views.status_reads import open_sqlite_reads, sqlite_file
 from scalectl.domain.instance import InstanceState
 from scalectl.policies.types import PolicyState
 from scalectl.tiers.config import parse_config

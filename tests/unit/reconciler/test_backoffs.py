@@ -5,7 +5,7 @@ from __future__ import annotations
 from scalectl.controller.reconciler.backoffs import Backoffs
 from scalectl.controller.reconciler.decide import PolicyRunner
 from scalectl.controller.reconciler.loop import Reconciler
-from scalectl.controller.store.history import FailureHistory
+from scalectl.domain.failures import FailureHistory
 from scalectl.providers.errors import InvalidRequest
 from tests.unit.reconciler.conftest import World
 

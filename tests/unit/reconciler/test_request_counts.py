@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scalectl.controller.reconciler.request_counts import RequestCounts
-from scalectl.controller.status import fleet_status
+from scalectl.controller.views.status import fleet_status
 from tests.builders import min_floor, tier, tiers_yaml
 from tests.unit.reconciler.conftest import World
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from scalectl.simulator.report import BaselineOutcome, PlotFrame, Report, TierOutcome
+from scalectl.simulator.plot import PlotFrame, plot_report
+from scalectl.simulator.report import BaselineOutcome, Report, TierOutcome
 
 
 def _tier(name: str, kind: str, met: int, known: int, cost: float, lost: int = 0) -> TierOutcome:
@@ -96,7 +97,7 @@ def test_tables_fit_100_columns_and_the_plot_is_a_png(tmp_path: Path) -> None:
     assert all(len(line) <= 100 for line in text.splitlines())
     assert "÷SkyServe" in text and "TTFT p50/95/99" in text and "…" not in text  # nothing cut short
     frame = PlotFrame(scenario="day", start_epoch=1_773_633_600.0, policy_ttft_targets={"support-daytime": 0.4})
-    out = report.plot(tmp_path / "day.png", frame=frame)
+    out = plot_report(report, tmp_path / "day.png", frame)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

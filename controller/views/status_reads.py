@@ -1,4 +1,4 @@
-"""`scalectl status` on SQLite without SQLAlchemy: the reads of a status document (controller.status) as the
+"""`scalectl status` on SQLite without SQLAlchemy: the reads of a status document (controller.views.status) as the
 same queries through the standard library's sqlite3. Importing SQLAlchemy alone takes longer than the
 whole command may (bench/bench_cli_start.py).
 
@@ -70,8 +70,8 @@ def open_sqlite_reads(url: str) -> SqliteStatusReads | None:
 
 
 class SqliteStatusReads:
-    """``scalectl.controller.status.FleetReads`` (and the replicas and the world clock) over one sqlite3 connection:
-    each method is the query its ``Store`` counterpart runs."""
+    """``scalectl.controller.views.status.FleetReads`` (and the replicas and the world clock) over one sqlite3
+    connection: each method is the query its ``Store`` counterpart runs."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn

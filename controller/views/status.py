@@ -2,7 +2,7 @@
 whose rows `scalectl status` and `describe` also print.
 
 The reads come from a ``FleetReads``: the store (ORM), or, for `scalectl status` on an up-to-date SQLite
-database, the same queries through the standard library's sqlite3 (controller.store.status_reads), which
+database, the same queries through the standard library's sqlite3 (controller.views.status_reads), which
 starts without importing SQLAlchemy."""
 
 from __future__ import annotations
