@@ -136,7 +136,7 @@ async def run(kind: str, tiers: int, old: int) -> dict[str, Any]:
         upgrade(engine)
         store = Store(engine)
         text = _tiers(tiers, b.config)
-        store.apply_config(parse_config(text, "bench"), text, "bench", clock.now())
+        store.config.apply(parse_config(text, "bench"), text, "bench", clock.now())
         reconciler = Reconciler(store, {b.config.name: provider}, StaticSignals(clock), clock)
         budgets = getattr(getattr(provider, "api", None) or getattr(provider, "_http", None), "budgets", ())
         await reconciler.tick()  # warm-up: first offers and listing

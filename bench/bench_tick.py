@@ -54,7 +54,7 @@ async def run(total: int, ticks: int) -> dict[str, float]:
         upgrade(engine)
         store = Store(engine)
         text = tiers_yaml(per_tier)
-        store.apply_config(parse_config(text, "bench"), text, "bench", clock.now())
+        store.config.apply(parse_config(text, "bench"), text, "bench", clock.now())
         signals = StaticSignals(clock)
         for i in range(TIERS):
             signals.set(f"t{i:03d}", queue_depth=0.0, requests_running=per_tier * 50.0)

@@ -81,7 +81,7 @@ class Controller:
     @property
     def fleet(self) -> FleetConfig:
         """The applied configuration: the store's one live view of it (re-read when a version lands)."""
-        fleet = self.store.fleet_config()
+        fleet = self.store.config.fleet_config()
         if fleet is None:
             raise RuntimeError("no configuration applied")  # the daemon applies one before it builds this
         return fleet

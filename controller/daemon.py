@@ -126,17 +126,17 @@ class Daemon:
             offer_unavailable_for=self.settings.offer_unavailable_for,
             **self.serving.reconciler_kwargs(),
         )
-        self._config_version = store.config_version()
+        self._config_version = store.config.version()
         self._publish_clock(store)
         return Controller(self.settings, self.clock, store, providers, signals, reconciler, {"embedded": embedded})
 
     def _refresh_config(self, controller: Controller) -> None:
         """`scalectl apply` while running: new providers get adapters; tiers are read every tick anyway."""
-        version = controller.store.config_version()
+        version = controller.store.config.version()
         if version == self._config_version:
             return
         self._config_version = version
-        fleet = controller.store.fleet_config()
+        fleet = controller.store.config.fleet_config()
         if fleet is None:
             return
         if self.activator is not None:
@@ -185,7 +185,7 @@ class Daemon:
         if replica.sharded and self.controller is not None:
             store = self.controller.store
             try:
-                targets = sorted(set(store.active_tiers()) | store.live_tier_names())
+                targets = sorted(set(store.config.active_tiers()) | store.reads.live_tier_names())
             except DBAPIError as exc:  # leases are still renewed; none move until the store answers
                 log.warning("could not read the tiers to share out: %s", one_line(exc))
                 targets = None
@@ -279,7 +279,7 @@ class Daemon:
     async def _prune(self) -> None:
         if self.controller is not None and self.replica is not None and self.replica.housekeeper():
             try:
-                removed = self.controller.store.prune(self.clock.now() - self.settings.retention_days * 86400)
+                removed = self.controller.store.records.prune(self.clock.now() - self.settings.retention_days * 86400)
             except DBAPIError as exc:  # the hourly prune waits for the next hour
                 log.warning("pruning old history skipped: the store is unreachable (%s)", one_line(exc))
                 return
@@ -290,7 +290,7 @@ class Daemon:
         assert self.controller is not None and self.replica is not None
         stale_after = 3 * self.settings.leader_lease_ttl
         store, wall, world = self.controller.store, self.real_clock.now(), self.clock.now()
-        return status_document(store, self.replica.view(), wall, stale_after, world_now=world)
+        return status_document(store.reads, self.replica.view(), wall, stale_after, world_now=world)
 
     async def run(self) -> int:
         self.controller = controller = self.build()

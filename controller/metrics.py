@@ -16,7 +16,7 @@ from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 
-from scalectl.controller.capacity_view import learned_batch, learned_capacity
+from scalectl.controller.views.capacity import learned_batch, learned_capacity
 from scalectl.domain.instance import InstanceState
 from scalectl.policies.types import PolicyState
 
@@ -256,7 +256,7 @@ class DaemonMetrics:
         """Capacity per instance at the TTFT target: the prior and what the policy uses (learned or prior);
         for ``max_wait`` batch tiers, the learned task time and whether they serve a trickle in rounds;
         sharded, of ``tiers`` only (this daemon's)."""
-        specs, states = store.active_tiers(), store.policy_states()
+        specs, states = store.config.active_tiers(), store.policy.states()
         for gauge in (self.capacity, self.batch_task, self.batch_rounds):
             gauge.clear()
         for tier, spec in specs.items():

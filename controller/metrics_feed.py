@@ -88,7 +88,7 @@ class MetricsFeed:
                 m.signal_errors.labels(name, source.split(" ", 1)[0]).inc()
         for provider in report.provider_errors:
             m.provider_errors.labels(provider).inc()
-        fleet = store.fleet_config()
+        fleet = store.config.fleet_config()
         if fleet is not None and fleet.budget_per_hour is not None:
             m.fleet_budget.set(fleet.budget_per_hour)
         else:
@@ -122,7 +122,7 @@ class MetricsFeed:
         if now - self._unit_costs_at < UNIT_COST_EVERY:
             return
         self._unit_costs_at = now
-        for row in fleet_status(store, now):
+        for row in fleet_status(store.reads, now):
             if self._only is not None and row["tier"] not in self._only:  # another daemon's
                 continue
             if row["cost_per_1k_requests"] is None:  # unknown is absent, never zero
@@ -135,7 +135,7 @@ class MetricsFeed:
         counts = {(t, s): 0 for t in self._tiers for s in INSTANCE_STATES}
         hourly = dict.fromkeys(self._tiers, 0.0)
         oldest = dict.fromkeys(self._tiers, 0.0)
-        for tier, state, n, spend, first_created in store.live_by_state(self._only):
+        for tier, state, n, spend, first_created in store.reads.live_by_state(self._only):
             counts[(tier, state)] = counts.get((tier, state), 0) + n
             hourly[tier] = hourly.get(tier, 0.0) + spend
             if state not in READY_STATES:

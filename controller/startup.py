@@ -30,15 +30,15 @@ def load_fleet(store: Store, config_file: Path | None, now: float) -> tuple[Flee
     """(config, embedded): a given file is applied first; else the stored config; else the bundle."""
     if config_file is not None:
         fleet, text = load_config(config_file)
-        version, _ = store.apply_config(fleet, text, str(config_file), now)
+        version, _ = store.config.apply(fleet, text, str(config_file), now)
         if version is not None:
             log.info("applied %s as config v%d", config_file, version)
-    stored = store.fleet_config()
+    stored = store.config.fleet_config()
     if stored is not None:
         return stored, _is_bundled(store)
     text = bundled_tiers_text()
     fleet = parse_config(text, BUNDLED)
-    store.apply_config(fleet, text, BUNDLED, now)
+    store.config.apply(fleet, text, BUNDLED, now)
     log.info("no configuration found: running the bundled example tiers on the simulated cloud")
     return fleet, True
 

@@ -1,11 +1,11 @@
 """A provider that runs vLLM stand-in servers as local processes on free loopback ports.
 
-For development, demos and end-to-end tests: each "instance" is ``python -m vllm_standin --host 127.0.0.1
+For development, demos and end-to-end tests: each "instance" is ``python -m scalectl.vllm_standin --host 127.0.0.1
 --port N --model M --max-model-len L [--max-num-seqs S] [--speed F]`` in its own session. A JSON state
 file per instance (in ``options.state_dir``) lets ``list()`` find them after a daemon restart; a pid is
 only trusted when its start time and command line still match what was recorded (pids get reused).
 
-Options: ``state_dir``, ``command`` (argv replacing ``python -m vllm_standin``), ``stop_grace_seconds``
+Options: ``state_dir``, ``command`` (argv replacing ``python -m scalectl.vllm_standin``), ``stop_grace_seconds``
 (SIGTERM to SIGKILL, default 10), ``speed``, ``price`` ("zero" or "seed"), ``max_model_len`` and
 ``max_num_seqs`` defaults when the launch arguments carry none.
 """
@@ -124,7 +124,7 @@ class LocalProvider:
         self._clock = clock
         self._state_dir = Path(str(opts.get("state_dir") or DEFAULT_STATE_DIR)).expanduser()
         command = opts.get("command")
-        self._command = [str(c) for c in command] if command else [sys.executable, "-m", "vllm_standin"]
+        self._command = [str(c) for c in command] if command else [sys.executable, "-m", "scalectl.vllm_standin"]
         self._grace = float(opts.get("stop_grace_seconds", 10.0))
         self._speed = opts.get("speed")
         self._seed_prices = opts.get("price", "zero") == "seed"

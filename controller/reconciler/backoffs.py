@@ -1,7 +1,7 @@
 """Everything failures taught the reconciler, in one object: offers and providers to skip for a while,
 tiers whose creates keep failing, and spot interruptions per tier.
 
-It lives in memory between ticks, and is rebuilt from the store's records (``Store.failure_history``)
+It lives in memory between ticks, and is rebuilt from the store's records (``Store.failures.history``)
 when the reconciler starts, so a restarted daemon neither storms a refusing provider nor forgets that
 spot kept being reclaimed."""
 

@@ -65,12 +65,12 @@ class DecidePhase:
         self._following = set(tiers)
         if not new:
             return set(), gone
-        stored = self.store.policy_states()
+        stored = self.store.policy.states()
         self._states.update({name: stored[name] for name in new if name in stored})
         self._saved.update({name: (*stored[name], now) for name in new if name in stored})
         reach = self.policy.history_reach(new)
         if reach > 0:
-            self.policy.seed_history(self.store.demand_samples(now - reach), new)
+            self.policy.seed_history(self.store.policy.demand_samples(now - reach), new)
         return set(new), gone
 
     async def read_signals(

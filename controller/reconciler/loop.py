@@ -94,15 +94,15 @@ class Reconciler:
         daemon holds leases on; only the scope's housekeeper deletes instances no live row explains."""
         now = self.clock.now()
         report = TickReport(t=now)
-        fleet = self.store.fleet_config()
+        fleet = self.store.config.fleet_config()
         configured = dict(fleet.tiers) if fleet is not None else {}
         tiers = configured if scope is None else {n: t for n, t in configured.items() if scope.owns(n)}
         new, gone = self.decide.follow(tiers, now)  # policy timers and history, from the store for new tiers
         if not self._started:  # what the store remembers: back-offs, every tier's and offer-wide
-            self.backoffs.load(self.store.failure_history(now - self.backoffs.memory))
+            self.backoffs.load(self.store.failures.history(now - self.backoffs.memory))
             self._started = True
         elif new or gone:  # tiers taken over (or applied) resume their back-offs; those handed over drop theirs
-            self.backoffs.follow(self.store.failure_history(now - self.backoffs.memory), new, gone)
+            self.backoffs.follow(self.store.failures.history(now - self.backoffs.memory), new, gone)
         report.provider_errors.update(await self.offers.refresh(tiers))
         with self.store.unit_of_work() as uow:
             tick = Tick(now, tiers, uow, report)
@@ -125,7 +125,7 @@ class Reconciler:
             creates = self.creates.retries(tick, live)
             cap = fleet.budget_per_hour if fleet is not None else None
             tick.fleet_budget = self._fleet_budget(cap, configured, grouped, others)
-            tick.rollout_controls = self.store.rollout_controls()
+            tick.rollout_controls = self.store.rollouts.controls()
             for name in self._planning_order(tiers):  # who gets capacity first when the fleet budget binds
                 creates += self._decide_and_plan(tick, name, tiers[name], grouped[name], readings[name])
             for name in set(grouped) - set(configured):  # tier removed from the configuration: retire everything
@@ -173,7 +173,7 @@ class Reconciler:
         self._known = dict(tiers)
         unknown = {n for n, insts in grouped.items() if insts and n not in tiers and n not in self._removed}
         if unknown - self._looked_up:  # after a restart: the store's older configuration versions know them
-            self._removed.update(self.store.removed_tier_specs(unknown))
+            self._removed.update(self.store.config.removed_tier_specs(unknown))
             self._looked_up |= unknown  # a tier no version knows drains without a timeout; asked once
         for name in [n for n in self._removed if n in tiers]:
             del self._removed[name]  # applied again

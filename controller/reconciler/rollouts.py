@@ -33,7 +33,7 @@ class Rollouts:
         tick.server_hashes[name] = current
         stopped = None
         if drifted(instances, current):
-            failed = self.store.failed_with_server(name, current)
+            failed = self.store.rollouts.failed_with_server(name, current)
             if failed is not None:
                 stopped = (
                     f"rollout stopped: {failed} on the new server failed ({len(drifted(instances, current))} "

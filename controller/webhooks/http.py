@@ -5,7 +5,7 @@ A request already accepted once (same signature, or same EventBridge event id) i
 the digests live in the store (``webhook_seen``), so every daemon sharing it sees them. A notice
 naming an instance of another provider account is refused with 422 and changes nothing.
 
-Recording is the store's ``mark_notice``; the reconciler drains and replaces the marked instance on its
+Recording is the store's ``failures.mark_notice``; the reconciler drains and replaces the marked instance on its
 next tick (level-triggered: a lost webhook only means the provider's own status catches it later).
 Rebalance recommendations are acknowledged and logged but not acted on (Karpenter does the same):
 they are advisory and often false alarms.
@@ -117,7 +117,7 @@ class DaemonSink:
         controller = getattr(self.daemon, "controller", None)
         if controller is None:
             raise WebhookRejected("the daemon is starting; retry shortly", 503)
-        mark = controller.store.mark_notice
+        mark = controller.store.failures.mark_notice
         if notice.source is NoticeSource.AWS_EVENTBRIDGE:
             names = [name for name, entry in controller.fleet.providers.items() if entry.type == notice.provider]
         else:

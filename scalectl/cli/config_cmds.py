@@ -34,18 +34,18 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             fleet, text = load_config(filename)
             store = open_store(settings())
-            version, changes = store.apply_config(fleet, text, str(filename), SystemClock().now())
+            version, changes = store.config.apply(fleet, text, str(filename), SystemClock().now())
         rows = [{"tier": c.tier, "change": c.change} for c in changes]
         if output is Format.table:
             if version is None:
-                typer.echo(f"{filename}: unchanged (config v{store.config_version()})")
+                typer.echo(f"{filename}: unchanged (config v{store.config.version()})")
             else:
                 typer.echo(f"{filename}: applied as config v{version}")
             for c in changes:
                 if c.change != "unchanged":
                     typer.echo(f"  tier {c.tier}: {c.change}")
             return
-        emit({"version": version or store.config_version(), "changed": version is not None, "tiers": rows}, output)
+        emit({"version": version or store.config.version(), "changed": version is not None, "tiers": rows}, output)
 
     @app.command()
     def diff(filename: Path = FileOption, output: Format = OutputOption) -> None:
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             fleet, _ = load_config(filename)
             store = open_store(settings())
-            changes = diff_config(store.tier_specs(), fleet)
+            changes = diff_config(store.config.tier_specs(), fleet)
         changed = [c for c in changes if c.change != "unchanged"]
         if output is Format.table:
             if not changed:
@@ -73,8 +73,8 @@ def register(app: typer.Typer) -> None:
         """The tiers of the stored configuration."""
         with user_errors():
             store = open_store(settings())
-            specs = store.tier_specs()
-            version = store.config_version()
+            specs = store.config.tier_specs()
+            version = store.config.version()
         if output is Format.table:
             emit(
                 [

@@ -12,22 +12,12 @@ from scalectl.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
 from scalectl.clocks import SystemClock
 from scalectl.controller.settings import Settings
 from scalectl.controller.store.world_clock import world_now
-from scalectl.controller.views.status import COLUMNS, fleet_status, status_document
+from scalectl.controller.views.ages import ago
+from scalectl.controller.views.status import COLUMNS, status_document
 from scalectl.policies.durations import parse_duration
-from scalectl.policies.types import PolicyState
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) loads in the commands: `status` on SQLite reads without it
     from scalectl.controller.store.repository import Store
-
-
-def _ago(seconds: float) -> str:
-    # Rows written by an earlier, faster demo can lie ahead of a later daemon's clock: never a negative age.
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.0f}s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"
 
 
 def _now(store: Store) -> float:
@@ -61,18 +51,7 @@ def _status_document(s: Settings) -> dict[str, Any]:
 
     store = open_store(s)
     wall, view = SystemClock().now(), read_replicas(store.engine)
-    return status_document(store, view, wall, stale_after, world_now=_now(store))
-
-
-def _names_a_source(spec: dict[str, Any]) -> bool:
-    block = spec.get("signals") or {}
-    return bool(block.get("queue") or block.get("metrics") or block.get("endpoints"))
-
-
-def _no_source() -> str:
-    from scalectl.sources.spec import NO_SOURCE
-
-    return NO_SOURCE
+    return status_document(store.reads, view, wall, stale_after, world_now=_now(store))
 
 
 def register(app: typer.Typer) -> None:
@@ -109,71 +88,24 @@ def register(app: typer.Typer) -> None:
         decisions: int = typer.Option(10, help="How many recent decisions to show."),
     ) -> None:
         """Policy, latest signals (and source errors), instances and recent decisions of one tier."""
+        from scalectl.controller.views.describe import UnknownTier, describe_tier
+
         with user_errors():
             store = open_store(settings())
-            specs = store.tier_specs()
-            if name not in specs:
-                fail(f'unknown tier "{name}"; tiers: {", ".join(sorted(specs)) or "(none applied)"}', EXIT_USAGE)
-            recent = store.decisions(name, limit=decisions)
-            instances = store.instances(name)
-            status = next((r for r in fleet_status(store, _now(store)) if r["tier"] == name), {})
-            from scalectl.controller.capacity_view import (  # tiers-file models: describe only
-                learned_batch,
-                learned_capacity,
-            )
-            from scalectl.tiers.config import TierSpec
-
-            now = _now(store)
-            state = store.policy_states().get(name, (PolicyState(), None))[0]
-            tier_spec = TierSpec.model_validate(specs[name])
-            capacity = learned_capacity(tier_spec, state)
-            batch_view = learned_batch(tier_spec, state)
-            from scalectl.controller.rollout_status import rollout_status
-
-            rollout = rollout_status(store, name)
-        last = recent[-1] if recent else None
-        signals = dict(last.signals) if last else {}
-        errors = signals.pop("errors", {})
-        error_counts = signals.pop("error_counts", {})
-        held_by = signals.pop("sources", {})  # figures the activator gave (a tier at zero)
-        if not any(v is not None for v in signals.values()) and not _names_a_source(specs[name]):
-            errors = {**errors, "signals": _no_source()}
-        data = {
-            "tier": name,
-            "spec": specs[name],
-            "status": status,
-            "signals": signals,
-            "signal_errors": errors,
-            "signal_error_counts": error_counts,
-            "signal_sources": held_by,
-            "capacity": capacity,
-            "batch": batch_view,
-            "rollout": rollout,
-            "instances": [
-                {
-                    "key": i.key,
-                    "state": i.state,
-                    "provider": i.provider,
-                    "capacity": i.capacity,
-                    "gpu": i.gpu,
-                    "region": i.region,
-                    "price_per_hour": i.price_per_hour,
-                    "age": _ago(now - i.created_at),
-                    "reason": i.reason,
-                }
-                for i in instances
-            ],
-            "decisions": [
-                {"age": _ago(now - d.t), "current": d.current, "desired": d.desired, "reason": d.reason} for d in recent
-            ],
-        }
+            try:
+                data = describe_tier(store, name, _now(store), decisions=decisions)
+            except UnknownTier as exc:
+                fail(str(exc), EXIT_USAGE)
+        spec, status, signals, held_by = data["spec"], data["status"], data["signals"], data["signal_sources"]
+        capacity, batch_view, rollout = data["capacity"], data["batch"], data["rollout"]
+        errors, error_counts = data["signal_errors"], data["signal_error_counts"]
         if output is not Format.table:
             emit(data, output)
             return
-        policy = specs[name].get("policy", {})
+        policy = spec.get("policy", {})
         typer.echo(
-            f"Tier {name}: {specs[name].get('capacity')} {specs[name].get('gpu')} "
-            f"[min {specs[name].get('min')}, max {specs[name].get('max')}]  policy {policy.get('kind')}"
+            f"Tier {name}: {spec.get('capacity')} {spec.get('gpu')} "
+            f"[min {spec.get('min')}, max {spec.get('max')}]  policy {policy.get('kind')}"
         )
         emit(status, Format.table, title="status")
         shown_signals = {f"{k} (at the {held_by[k]})" if k in held_by else k: v for k, v in signals.items()}
@@ -212,8 +144,8 @@ def register(app: typer.Typer) -> None:
             store = open_store(settings())
             now = _now(store)
             start = None if window is None else now - window
-            decisions = store.decisions(tier, limit=limit, since=start)
-            happenings = store.events(tier, limit=limit, since=start)
+            decisions = store.records.decisions(tier, limit=limit, since=start)
+            happenings = store.records.events(tier, limit=limit, since=start)
         rows: list[dict[str, Any]] = [
             {"t": d.t, "tier": d.tier, "kind": "decision", "what": f"{d.current} → {d.desired}: {d.reason}"}
             for d in decisions
@@ -230,7 +162,7 @@ def register(app: typer.Typer) -> None:
         rows.sort(key=lambda r: r["t"])
         if output is Format.table:
             emit(
-                [{**r, "t": _ago(now - r["t"]) + " ago"} for r in rows],
+                [{**r, "t": ago(now - r["t"]) + " ago"} for r in rows],
                 output,
                 columns=["t", "tier", "kind", "what"],
             )

@@ -215,7 +215,7 @@ def offers(
 def _applied_config() -> FleetConfig:
     from scalectl.cli.context import open_store, settings
 
-    fleet = open_store(settings()).fleet_config()
+    fleet = open_store(settings()).config.fleet_config()
     if fleet is None:
         fail("no configuration applied yet: pass -f tiers.yaml, or run `scalectl apply -f tiers.yaml`", EXIT_USAGE)
     return fleet

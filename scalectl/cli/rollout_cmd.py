@@ -11,7 +11,7 @@ from scalectl.controller.store.repository import Store
 
 
 def _known(store: Store, tier: str) -> None:
-    specs = store.tier_specs()
+    specs = store.config.tier_specs()
     if tier not in specs:
         fail(f'unknown tier "{tier}"; tiers: {", ".join(sorted(specs)) or "(none applied)"}', EXIT_USAGE)
 
@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
     @rollout_app.command("status")
     def status(tier: str, output: Format = OutputOption) -> None:
         """The server the tier should run, how many instances run it, how many drifted; paused or stopped."""
-        from scalectl.controller.rollout_status import rollout_status
+        from scalectl.controller.views.rollout_status import rollout_status
 
         with user_errors():
             store = open_store(settings())
@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             store = open_store(settings())
             _known(store, tier)
-            control = store.set_rollout(tier, world_now(store, SystemClock().now()), restart=restart, paused=paused)
+            control = store.rollouts.set(tier, world_now(store, SystemClock().now()), restart=restart, paused=paused)
         state = "paused" if control.paused else "running"
         typer.echo(f"{tier}: rollout generation {control.generation}, {state}")
 

@@ -253,7 +253,7 @@ class _Run:
         engine = make_engine("sqlite://")
         Base.metadata.create_all(engine)
         self.store = Store(engine, sole_writer=True)  # a private database: nobody else writes to it
-        self.store.apply_config(config, config_text, "simulate", self.clock.now())
+        self.store.config.apply(config, config_text, "simulate", self.clock.now())
         self.reconciler = Reconciler(
             self.store,
             self.clouds,
@@ -370,10 +370,10 @@ class _Run:
         report.rollouts = rollout_outcomes(self.fleet, self.rollouts.spans(), self.workload.duration)
         per_tier = self._billed_by_tier(self.workload.duration)
         everything = sys.maxsize  # the whole run: counts, not a page
-        rows = self.store.instances(include_ended=True, limit=everything)
+        rows = self.store.reads.instances(include_ended=True, limit=everything)
         interrupted = Counter(r.tier for r in rows if r.interrupted)
-        decisions = len(self.store.decisions(limit=everything))
-        events = Counter(e.kind for e in self.store.events(limit=everything))
+        decisions = len(self.store.records.decisions(limit=everything))
+        events = Counter(e.kind for e in self.store.records.events(limit=everything))
         for name, outcome in list(report.tiers.items()):
             dollars, seconds = per_tier.get(name, (0.0, 0.0))
             report.tiers[name] = dataclasses.replace(

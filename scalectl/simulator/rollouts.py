@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalectl.controller.rollout_status import rollout_status
 from scalectl.controller.store.repository import Store
+from scalectl.controller.views.rollout_status import rollout_status
 from scalectl.simulator.fleet import Fleet
 from scalectl.simulator.report import RolloutOutcome
 from scalectl.simulator.workloads.spec import RolloutEvent
@@ -33,7 +33,7 @@ class RolloutClock:
         """Restart the rollouts whose time has come (t: seconds after the start; now: the store's clock)."""
         for span in self._spans:
             if span.started is None and t >= span.at:
-                store.set_rollout(span.tier, now, restart=True)
+                store.rollouts.set(span.tier, now, restart=True)
                 span.started = t
 
     def finish_done(self, store: Store, t: float) -> None:

@@ -1,4 +1,4 @@
-"""``python -m vllm_standin --host 127.0.0.1 --port N --model NAME --max-model-len L [--max-num-seqs S]
+"""``python -m scalectl.vllm_standin --host 127.0.0.1 --port N --model NAME --max-model-len L [--max-num-seqs S]
 [--gpu GPU] [--speed F] [--metrics-generation new|old] [--shutdown-timeout SECONDS]``"""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def _positive_float(text: str) -> float:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m vllm_standin", description="A vLLM stand-in server.")
+    p = argparse.ArgumentParser(prog="python -m scalectl.vllm_standin", description="A vLLM stand-in server.")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--model", required=True)

@@ -1,4 +1,4 @@
-"""A tiny placeholder for `python -m vllm_standin` (same CLI contract): /health and /v1/models only."""
+"""A tiny placeholder for `python -m scalectl.vllm_standin` (same CLI contract): /health and /v1/models only."""
 
 from __future__ import annotations
 

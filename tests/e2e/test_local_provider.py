@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _command(extra: tuple[str, ...] = ()) -> list[str]:
     # The real stand-in when this checkout has it, else the placeholder with the same CLI.
-    if importlib.util.find_spec("vllm_standin") is not None and not extra:
-        return [sys.executable, "-m", "vllm_standin"]
+    if importlib.util.find_spec("scalectl.vllm_standin") is not None and not extra:
+        return [sys.executable, "-m", "scalectl.vllm_standin"]
     return [sys.executable, str(PLACEHOLDER), *extra]
 
 

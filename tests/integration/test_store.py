@@ -12,6 +12,7 @@ from sqlalchemy import Engine, inspect, text
 
 from scalectl.controller.store import migrate
 from scalectl.controller.store.models import Base, InstanceRecord
+from scalectl.controller.store.policy_store import PolicyStateStore
 from scalectl.controller.store.repository import Store
 from scalectl.policies.types import PolicyState
 from scalectl.tiers.config import parse_config
@@ -39,21 +40,21 @@ def test_apply_versions_only_real_changes(any_engine: Engine) -> None:
     migrate.upgrade(any_engine)
     store = Store(any_engine)
     fleet = parse_config(TIERS, "t.yaml")
-    v1, changes = store.apply_config(fleet, TIERS, "t.yaml", 100.0)
+    v1, changes = store.config.apply(fleet, TIERS, "t.yaml", 100.0)
     assert v1 == 1 and [c.change for c in changes] == ["added"]
-    again, _ = store.apply_config(fleet, TIERS, "t.yaml", 101.0)
+    again, _ = store.config.apply(fleet, TIERS, "t.yaml", 101.0)
     assert again is None  # the very same file: no new version
     changed_text = TIERS.replace("max: 4", "max: 8")
-    v2, changes = store.apply_config(parse_config(changed_text, "t.yaml"), changed_text, "t.yaml", 102.0)
+    v2, changes = store.config.apply(parse_config(changed_text, "t.yaml"), changed_text, "t.yaml", 102.0)
     assert v2 == 2 and [c.change for c in changes] == ["changed"]
-    assert store.active_tiers()["web"].max == 8
-    assert store.fleet_config() is not None and store.fleet_config().tiers["web"].max == 8  # type: ignore[union-attr]
-    assert store.tier_specs()["web"]["max"] == 8  # the specs are read from the one stored form
+    assert store.config.active_tiers()["web"].max == 8
+    assert store.config.fleet_config() is not None and store.config.fleet_config().tiers["web"].max == 8  # type: ignore[union-attr]
+    assert store.config.tier_specs()["web"]["max"] == 8  # the specs are read from the one stored form
 
 
 def test_downgrading_past_the_single_stored_config_rebuilds_the_tier_copies(any_engine: Engine) -> None:
     migrate.upgrade(any_engine)
-    Store(any_engine).apply_config(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", 100.0)
+    Store(any_engine).config.apply(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", 100.0)
     migrate.downgrade(any_engine, "0002")
     with any_engine.connect() as conn:
         rows = conn.execute(text("SELECT name, spec, config_version, active FROM tiers")).all()
@@ -67,7 +68,7 @@ def test_downgrading_past_the_single_stored_config_rebuilds_the_tier_copies(any_
 def test_instances_decisions_events_and_policy_state_round_trip(any_engine: Engine) -> None:
     migrate.upgrade(any_engine)
     store = Store(any_engine)
-    store.apply_config(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", 1.0)
+    store.config.apply(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", 1.0)
     with store.sessions.begin() as s:
         s.add(
             InstanceRecord(
@@ -86,22 +87,22 @@ def test_instances_decisions_events_and_policy_state_round_trip(any_engine: Engi
                 updated_at=1.0,
             )
         )
-        Store.save_policy_state(s, "web", PolicyState(since={"queue_over": 5.0}, last_change=3.0), 2, 6.0)
-    assert [r.key for r in store.instances("web")] == ["sc-web-00000001"]
-    assert store.mark_notice("simulated", "sim-1", None, 7.0) == "sc-web-00000001"
-    assert store.instances("web")[0].notice_at == 7.0
-    state, desired = store.policy_states()["web"]
+        PolicyStateStore.save(s, "web", PolicyState(since={"queue_over": 5.0}, last_change=3.0), 2, 6.0)
+    assert [r.key for r in store.reads.instances("web")] == ["sc-web-00000001"]
+    assert store.failures.mark_notice("simulated", "sim-1", None, 7.0) == "sc-web-00000001"
+    assert store.reads.instances("web")[0].notice_at == 7.0
+    state, desired = store.policy.states()["web"]
     assert desired == 2 and state.since == {"queue_over": 5.0} and state.last_change == 3.0
-    assert any(e.kind == "interruption-notice" for e in store.events("web"))
+    assert any(e.kind == "interruption-notice" for e in store.records.events("web"))
     # The usual path: the row exists and one prepared UPDATE replaces it; request counts add up.
     with store.unit_of_work() as uow:
         uow.save_policy_state("web", PolicyState(learned={"cap.prior": 40.0}, last_desired=3), 3, 8.0)
         uow.add_requests("web", 100, 250.0)
         uow.add_requests("web", 100, 50.0)  # a restarted daemon's rest of the minute
         uow.commit()
-    state, desired = store.policy_states()["web"]
+    state, desired = store.policy.states()["web"]
     assert desired == 3 and state.learned == {"cap.prior": 40.0} and state.since == {}
-    assert store.requests_by_minute(6000.0, 6060.0) == {"web": {100: 300.0}}
+    assert store.records.requests_by_minute(6000.0, 6060.0) == {"web": {100: 300.0}}
 
 
 @pytest.mark.parametrize("days", [1, 30])
@@ -113,8 +114,8 @@ def test_prune_keeps_recent_history(any_engine: Engine, days: int) -> None:
     with store.sessions.begin() as s:
         for t in (0.0, 86400.0 * days):
             s.add(DecisionRecord(tier="web", t=t, current=1, desired=1, reason="x", signals={}))
-    assert store.prune(before=86400.0 * days - 1) == 1
-    assert [d.t for d in store.decisions("web")] == [86400.0 * days]
+    assert store.records.prune(before=86400.0 * days - 1) == 1
+    assert [d.t for d in store.records.decisions("web")] == [86400.0 * days]
 
 
 def test_a_notice_from_another_provider_account_or_for_another_instance_changes_nothing(any_engine: Engine) -> None:
@@ -122,16 +123,16 @@ def test_a_notice_from_another_provider_account_or_for_another_instance_changes_
 
     migrate.upgrade(any_engine)
     store = Store(any_engine)
-    store.apply_config(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", 1.0)
+    store.config.apply(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", 1.0)
     with store.sessions.begin() as s:
         s.add(ready_instance_row("sc-web-00000002", "spheron-a", "dep-7"))
     for provider, provider_id in (("spheron-b", None), ("spheron-b", "dep-7"), ("spheron-a", "dep-8")):
         with pytest.raises(NoticeMismatch):
-            store.mark_notice(provider, provider_id, "sc-web-00000002", 5.0)
-    assert store.instances("web")[0].notice_at is None
-    assert not any(e.kind == "interruption-notice" for e in store.events("web"))
-    assert store.mark_notice("spheron-a", "dep-7", "sc-web-00000002", 6.0) == "sc-web-00000002"
-    assert store.instances("web")[0].notice_at == 6.0
+            store.failures.mark_notice(provider, provider_id, "sc-web-00000002", 5.0)
+    assert store.reads.instances("web")[0].notice_at is None
+    assert not any(e.kind == "interruption-notice" for e in store.records.events("web"))
+    assert store.failures.mark_notice("spheron-a", "dep-7", "sc-web-00000002", 6.0) == "sc-web-00000002"
+    assert store.reads.instances("web")[0].notice_at == 6.0
 
 
 def test_seen_webhook_requests_are_shared_claimed_once_and_pruned_by_age(any_engine: Engine) -> None:

@@ -234,7 +234,7 @@ class Fuzz:
 def store(sqlite_engine: Engine) -> Iterator[Store]:
     migrate.upgrade(sqlite_engine)
     store = Store(sqlite_engine)
-    store.apply_config(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", 1.0)
+    store.config.apply(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", 1.0)
     with store.sessions.begin() as s:
         s.add_all([ready_instance_row(SP_KEY, "spa", SP_ID), ready_instance_row(AWS_KEY, "aws-east", AWS_ID)])
     yield store

@@ -21,10 +21,10 @@ def test_capacity_per_instance_is_a_gauge_per_target_tracking_tier() -> None:
     engine = make_engine("sqlite://")
     Base.metadata.create_all(engine)
     store = Store(engine)
-    store.apply_config(config, text, "test", 0.0)
+    store.config.apply(config, text, "test", 0.0)
     learned = {"cap.prior": 160.0, "cap.b10.good": 20.0, "cap.b12.bad": 20.0}  # breached from 96 per instance
     with store.sessions.begin() as session:
-        store.save_policy_state(session, "orchestrator", PolicyState(learned=learned), 3, 1.0)
+        store.policy.save(session, "orchestrator", PolicyState(learned=learned), 3, 1.0)
     metrics = DaemonMetrics()
     metrics.observe_capacity(store)
     text_out = generate_latest(metrics.registry).decode()
@@ -40,7 +40,7 @@ def test_a_max_wait_batch_tier_shows_its_task_time_and_whether_it_serves_in_roun
     engine = make_engine("sqlite://")
     Base.metadata.create_all(engine)
     store = Store(engine)
-    store.apply_config(config, text, "test", 0.0)
+    store.config.apply(config, text, "test", 0.0)
     metrics = DaemonMetrics()
     metrics.observe_capacity(store)
     text_out = generate_latest(metrics.registry).decode()
@@ -48,7 +48,7 @@ def test_a_max_wait_batch_tier_shows_its_task_time_and_whether_it_serves_in_roun
     assert 'scalectl_tier_batch_task_seconds{tier="research"}' not in text_out  # nothing learned: absent, not 0
     learned = measured_boots(learned_runner(), 180, 180, 180).state.learned  # 90 s tasks, 8 slots
     with store.sessions.begin() as session:
-        store.save_policy_state(session, "research", PolicyState(learned=learned), 4, 1.0)
+        store.policy.save(session, "research", PolicyState(learned=learned), 4, 1.0)
     metrics.observe_capacity(store)
     text_out = generate_latest(metrics.registry).decode()
     task = float(text_out.split('scalectl_tier_batch_task_seconds{tier="research"} ', 1)[1].split()[0])

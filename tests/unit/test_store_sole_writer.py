@@ -16,7 +16,7 @@ TWO = tiers_yaml({"web": tier(max=4, policy=min_floor(1)), "chat": tier(max=2, p
 
 
 def _apply(store: Store, text: str) -> None:
-    store.apply_config(parse_config(text, "tiers.yaml"), text, "tiers.yaml", 0.0)
+    store.config.apply(parse_config(text, "tiers.yaml"), text, "tiers.yaml", 0.0)
 
 
 def test_the_daemons_store_sees_other_writers_and_a_sole_writer_sees_its_own_changes(tmp_path: Path) -> None:
@@ -24,17 +24,17 @@ def test_the_daemons_store_sees_other_writers_and_a_sole_writer_sees_its_own_cha
     migrate.upgrade(engine)
     shared, sole, cli = Store(engine), Store(engine, sole_writer=True), Store(engine)
     _apply(sole, ONE)
-    assert set(shared.active_tiers()) == set(sole.active_tiers()) == {"web"}
-    assert shared.rollout_controls() == sole.rollout_controls() == {}
+    assert set(shared.config.active_tiers()) == set(sole.config.active_tiers()) == {"web"}
+    assert shared.rollouts.controls() == sole.rollouts.controls() == {}
 
     _apply(cli, TWO)  # another process applies a file and restarts a rollout
-    cli.set_rollout("web", 1.0, restart=True)
-    assert set(shared.active_tiers()) == {"web", "chat"}
-    assert shared.rollout_controls()["web"].generation == 1
-    assert set(sole.active_tiers()) == {"web"}  # by contract nobody else writes: it keeps what it read
-    assert sole.rollout_controls() == {}
+    cli.rollouts.set("web", 1.0, restart=True)
+    assert set(shared.config.active_tiers()) == {"web", "chat"}
+    assert shared.rollouts.controls()["web"].generation == 1
+    assert set(sole.config.active_tiers()) == {"web"}  # by contract nobody else writes: it keeps what it read
+    assert sole.rollouts.controls() == {}
 
-    sole.set_rollout("web", 2.0, restart=True)  # its own writes are seen at once
+    sole.rollouts.set("web", 2.0, restart=True)  # its own writes are seen at once
     _apply(sole, TWO)
-    assert sole.rollout_controls()["web"].generation == 2
-    assert set(sole.active_tiers()) == {"web", "chat"}
+    assert sole.rollouts.controls()["web"].generation == 2
+    assert set(sole.config.active_tiers()) == {"web", "chat"}

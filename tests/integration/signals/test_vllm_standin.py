@@ -145,8 +145,8 @@ async def test_reader_over_standins_of_both_generations_with_a_restart() -> None
 
 def test_process_cli_drains_in_flight_requests_on_sigterm() -> None:
     port = free_port()
-    command = [sys.executable, "-m", "vllm_standin", "--host", "127.0.0.1", "--port", str(port), "--model", "m",
-               "--max-model-len", "4096", "--max-num-seqs", "8", "--speed", "1",
+    command = [sys.executable, "-m", "scalectl.vllm_standin", "--host", "127.0.0.1", "--port", str(port),
+               "--model", "m", "--max-model-len", "4096", "--max-num-seqs", "8", "--speed", "1",
                "--metrics-generation", "old"]  # fmt: skip
     process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

@@ -156,7 +156,7 @@ def test_describe_tier_shows_capacity_per_instance_and_what_was_learned(cli: Cli
         learned = observe(learned, now=60 + 10 * i, prior=160.0, load=8 * per_instance, ready=8, ttft=ttft, target=0.5)
     store = open_store(settings())
     with store.sessions.begin() as session:
-        store.save_policy_state(session, "orchestrator", PolicyState(learned=learned), 4, 1.0)
+        store.policy.save(session, "orchestrator", PolicyState(learned=learned), 4, 1.0)
     code, out, _ = run(cli, "describe", "tier", "orchestrator", "-o", "json")
     capacity = json.loads(out)["capacity"]
     assert capacity["capacity_per_instance"] == 120.0 and capacity["learned"] == 120.0
@@ -169,7 +169,7 @@ def test_describe_tier_shows_capacity_per_instance_and_what_was_learned(cli: Cli
     for i in range(12):  # one instance, settled, breaching at 60 in flight
         learned = observe(learned, now=4000 + 70.0 * i, prior=160.0, load=60.0, ready=1, ttft=2.0, target=0.5)
     with store.sessions.begin() as session:
-        store.save_policy_state(session, "orchestrator", PolicyState(learned=learned), 1, 2.0)
+        store.policy.save(session, "orchestrator", PolicyState(learned=learned), 1, 2.0)
     code, out, _ = run(cli, "describe", "tier", "orchestrator", "-o", "json")
     assert json.loads(out)["capacity"]["small_fleets"] == [{"ready": 1, "breached_from": 56.0}]
     code, out, _ = run(cli, "describe", "tier", "orchestrator")
@@ -194,7 +194,7 @@ def test_describe_tier_shows_what_a_max_wait_batch_tier_learned(cli: CliRunner) 
     learned = measured_boots(learned_runner(), 180, 180, 180).state.learned
     store = open_store(settings())
     with store.sessions.begin() as session:
-        store.save_policy_state(session, "research", PolicyState(learned=learned), 4, 1.0)
+        store.policy.save(session, "research", PolicyState(learned=learned), 4, 1.0)
     code, out, _ = run(cli, "describe", "tier", "research", "-o", "json")
     view = json.loads(out)["batch"]
     assert abs(view["task_time_s"] - 90) < 1 and view["slots_per_instance"] == 8.0

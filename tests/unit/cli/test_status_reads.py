@@ -46,7 +46,7 @@ def _busy_store(url: str) -> Store:
     leader with two replicas, and a demo's accelerated world clock."""
     store = open_store(Settings(database_url=url))
     text = EXAMPLE.read_text()
-    store.apply_config(parse_config(text, "tiers.yaml"), text, "tiers.yaml", WALL - 4000)
+    store.config.apply(parse_config(text, "tiers.yaml"), text, "tiers.yaml", WALL - 4000)
     with store.unit_of_work() as uow:
         uow.save_policy_state("research", PolicyState(last_desired=2), 2, WALL - 100)
         for minute in range(int(WALL // 60) - 50, int(WALL // 60)):
@@ -75,7 +75,7 @@ def test_sqlite_reads_build_the_stores_document(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'fleet.db'}"
     store = _busy_store(url)
     expected = status_document(
-        store, read_replicas(store.engine), WALL, 30.0, world_now=world_clock.world_now(store, WALL)
+        store.reads, read_replicas(store.engine), WALL, 30.0, world_now=world_clock.world_now(store, WALL)
     )
     reads = open_sqlite_reads(url)
     assert reads is not None

@@ -46,7 +46,7 @@ def value(metrics: DaemonMetrics, name: str, **labels: str) -> float | None:
 def store(tmp_path: Path) -> Store:
     store = open_store(Settings(data_dir=tmp_path))
     text = EXAMPLE.read_text().replace("max: 20\n", "max: 20\n    budget_per_hour: 40\n", 1)
-    store.apply_config(parse_config(text), text, "tiers.yaml", 0.0)
+    store.config.apply(parse_config(text), text, "tiers.yaml", 0.0)
     return store
 
 
@@ -55,7 +55,7 @@ def _tick(t: float, **tiers: TierTick) -> TickReport:
 
 
 def _feed(feed: MetricsFeed, store: Store, report: TickReport) -> None:
-    fleet = store.fleet_config()
+    fleet = store.config.fleet_config()
     assert fleet is not None
     feed.observe(report, store, fleet.tiers, ["simulated"], 0.01)
 
@@ -162,7 +162,7 @@ async def test_provider_calls_are_counted_by_operation_and_outcome() -> None:
 
 def test_sharded_each_daemon_reports_only_the_tiers_it_acts_on(store: Store) -> None:
     """Summed over the daemons, a tier's instances, cost and events count once: from its holder only."""
-    fleet = store.fleet_config()
+    fleet = store.config.fleet_config()
     assert fleet is not None
     holder, other = DaemonMetrics(), DaemonMetrics()
     feeds = {"research": MetricsFeed(holder), "orchestrator": MetricsFeed(other)}

@@ -91,7 +91,7 @@ def make_world() -> Callable[..., World]:
         Base.metadata.create_all(engine)
         store = Store(engine)
         fleet = parse_config(tiers, "tiers.yaml")
-        store.apply_config(fleet, tiers, "tiers.yaml", clock.now())
+        store.config.apply(fleet, tiers, "tiers.yaml", clock.now())
         script = Script()
         signals = StaticSignals(clock)
         reconciler = Reconciler(store, {"simulated": cloud}, signals, clock, policy=PolicyRunner(script))

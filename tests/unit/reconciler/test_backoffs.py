@@ -55,7 +55,7 @@ async def test_a_restart_keeps_the_create_back_off(make_world) -> None:
         await restarted.tick()
         w.clock.advance(1.0)
     assert w.cloud.calls["create"] == 6  # after it, one more round; then the second, longer wait
-    events = [e for e in w.store.events("web") if e.kind == "create-backoff"]
+    events = [e for e in w.store.records.events("web") if e.kind == "create-backoff"]
     assert "2 failed create(s) in a row; next try in 20s" in events[-1].message
 
 

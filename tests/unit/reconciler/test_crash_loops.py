@@ -26,7 +26,7 @@ async def test_a_crash_looping_server_backs_off_with_growing_gaps(make_world) ->
     assert 2 <= len(first_minute) <= 4
     gaps = [b - a for a, b in itertools.pairwise(launches)]
     assert all(later > earlier for earlier, later in itertools.pairwise(gaps))  # growing gaps
-    events = [e for e in w.store.events(tier="web") if e.kind == "crash-backoff"]
+    events = [e for e in w.store.records.events(tier="web") if e.kind == "crash-backoff"]
     assert events and "early failure" in events[-1].message
 
 

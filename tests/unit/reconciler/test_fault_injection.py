@@ -89,7 +89,7 @@ async def test_the_tier_reaches_its_size_through_faults_within_max_budget_and_bo
     engine = make_engine("sqlite://")
     Base.metadata.create_all(engine)
     store = Store(engine)
-    store.apply_config(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", clock.now())
+    store.config.apply(parse_config(TIERS, "t.yaml"), TIERS, "t.yaml", clock.now())
     script = Script()
     script.targets["min-floor"] = 6
     reconciler = Reconciler(store, {"flaky": flaky}, StaticSignals(clock), clock, policy=PolicyRunner(script))
@@ -107,10 +107,10 @@ async def test_the_tier_reaches_its_size_through_faults_within_max_budget_and_bo
     assert len(live) == 6  # reached its size; $2.40 × 6 = $14.40 fits the $15/h budget
     assert {i.region for i in live} <= {"r3", "r4"}
     assert peak_live <= 6 and peak_spend <= 15.0 + 1e-9  # max and budget held all along
-    ready = [r for r in store.instances("web") if r.state == "ready"]
+    ready = [r for r in store.reads.instances("web") if r.state == "ready"]
     assert len(ready) == 6
     # Bounded: one list a tick, offers once a minute, and the creates; no retry storm (measured: 81).
     assert flaky.calls <= 2 * 60
-    assert len({r.key for r in store.instances("web", include_ended=True)}) == len(
-        store.instances("web", include_ended=True)
+    assert len({r.key for r in store.reads.instances("web", include_ended=True)}) == len(
+        store.reads.instances("web", include_ended=True)
     )

@@ -20,7 +20,7 @@ def _tiers(budget: float) -> str:
 
 
 def _events(w: World, kind: str) -> list[str]:
-    return [e.message for e in w.store.events(limit=1000) if e.kind == kind]
+    return [e.message for e in w.store.records.events(limit=1000) if e.kind == kind]
 
 
 @pytest.mark.parametrize(("budget", "batch_instances"), [(5.39, 1), (5.38, 0)])

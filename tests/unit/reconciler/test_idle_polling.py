@@ -20,7 +20,7 @@ async def test_an_idle_provider_is_listed_less_often_and_at_once_when_a_notice_c
     await w.run(12)  # a minute of 5 s ticks, all ready
     assert w.cloud.calls["list"] - before == 3  # every 20 s instead of every 5 s
     victim = w.rows("batch", ("ready",))[0]
-    assert w.store.mark_notice("simulated", victim.provider_id, None, w.clock.now()) == victim.key
+    assert w.store.failures.mark_notice("simulated", victim.provider_id, None, w.clock.now()) == victim.key
     before = w.cloud.calls["list"]
     await w.reconciler.tick()
     assert w.cloud.calls["list"] - before == 1  # a notice is motion: listed, drained and replaced this tick

@@ -97,7 +97,7 @@ async def test_webhook_notice_marks_instance_and_reconciler_replaces(make_world)
     w: World = make_world()
     await w.bring_up("batch", 1)
     inst = w.rows("batch", ("ready",))[0]
-    assert w.store.mark_notice("simulated", inst.provider_id, None, w.clock.now()) == inst.key
+    assert w.store.failures.mark_notice("simulated", inst.provider_id, None, w.clock.now()) == inst.key
     await w.run()
     assert {r.key for r in w.rows("batch", ("terminated",))} == {inst.key}
     assert len(w.rows("batch", ("provisioning",))) == 1
@@ -310,7 +310,7 @@ async def test_removed_tier_is_drained(make_world) -> None:
     w.target("batch", 2)
     await w.run()
     only_web = tiers_yaml({"web": WEB})
-    w.store.apply_config(parse_config(only_web, "t.yaml"), only_web, "t.yaml", w.clock.now())
+    w.store.config.apply(parse_config(only_web, "t.yaml"), only_web, "t.yaml", w.clock.now())
     await w.run(2)
     assert len(w.rows("batch", ("terminated",))) == 2
     assert await w.cloud_live() == []
@@ -322,7 +322,7 @@ async def test_decisions_are_recorded_with_reason_and_signals(make_world, ticks:
     w.signals.set("web", queue_depth=7.0)
     w.target("web", 1)
     await w.run(ticks)
-    decisions = w.store.decisions("web")
+    decisions = w.store.records.decisions("web")
     assert decisions and decisions[-1].reason == "scripted 1"
     assert decisions[-1].signals["queue_depth"] == 7.0
     assert len(decisions) == 1  # unchanged decisions are not re-recorded within a minute
@@ -359,7 +359,7 @@ async def test_a_create_refused_for_good_backs_the_tier_off_instead_of_storming(
     assert w.cloud.calls["create"] == 3
     await w.run(3, step=1.0)  # after it: one more round, then a longer wait
     assert w.cloud.calls["create"] == 6
-    events = [e for e in w.store.events("web") if e.kind == "create-backoff"]
+    events = [e for e in w.store.records.events("web") if e.kind == "create-backoff"]
     assert events and "next try in 20s" in events[-1].message and "bad key" in events[-1].message
 
 
@@ -396,7 +396,7 @@ async def test_a_provider_that_refuses_the_account_is_skipped_for_others(make_wo
     script = Script()
     script.targets["min-floor"] = 2
     reconciler = Reconciler(w.store, {"cheap": cheap, "dear": dear}, w.signals, clock, policy=PolicyRunner(script))
-    w.store.apply_config(parse_config(tiers, "t.yaml"), tiers, "t.yaml", clock.now())
+    w.store.config.apply(parse_config(tiers, "t.yaml"), tiers, "t.yaml", clock.now())
     cheap.fail_next("create", QuotaExceeded("GPU quota reached", provider="cheap"), times=10)
     await reconciler.tick()
     assert len([i for i in await dear.list("sc-") if not i.status.is_gone]) == 2  # failed over in the same tick
@@ -430,7 +430,7 @@ async def test_signal_errors_and_their_counts_are_recorded_for_describe(make_wor
     w.signals.error_counts = lambda tier: {"queue": 7} if tier == "web" else {}  # type: ignore[attr-defined]
     w.target("web", 1)
     await w.run()
-    last = w.store.decisions("web")[-1]
+    last = w.store.records.decisions("web")[-1]
     assert last.signals["errors"] == {"queue": "ConnectionError: redis://:***@127.0.0.1:1/0 refused"}
     assert last.signals["error_counts"] == {"queue": 7}
 

@@ -28,7 +28,7 @@ class Learning:
 
 
 def _stored(w: World) -> tuple[float | None, int]:
-    state, desired = w.store.policy_states()["web"]
+    state, desired = w.store.policy.states()["web"]
     return state.learned.get("seen"), desired
 
 

@@ -36,7 +36,7 @@ async def _serving_batch(w: World, routed: list[tuple[str, Any]]) -> None:
     await w.run()
     assert routed[-1] == ("batch", ["127.0.0.1:9000", "127.0.0.1:9001"])
     only_web = tiers_yaml({"web": WEB})
-    w.store.apply_config(parse_config(only_web, "t.yaml"), only_web, "t.yaml", w.clock.now())
+    w.store.config.apply(parse_config(only_web, "t.yaml"), only_web, "t.yaml", w.clock.now())
 
 
 async def test_a_removed_tier_drains_within_its_drain_timeout_then_loses_its_routing(make_world) -> None:

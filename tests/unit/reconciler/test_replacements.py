@@ -53,7 +53,7 @@ async def test_a_webhook_notice_is_replaced_in_the_same_tick(make_world) -> None
     w: World = make_world()
     await _ready_fleet(w, "batch", 2)
     victim = w.rows("batch", ("ready",))[0]
-    assert w.store.mark_notice("simulated", victim.provider_id, None, w.clock.now()) == victim.key
+    assert w.store.failures.mark_notice("simulated", victim.provider_id, None, w.clock.now()) == victim.key
     noticed_at = w.clock.now()
     await w.reconciler.tick()
     assert [r.state for r in w.rows("batch") if r.created_at >= noticed_at] == ["provisioning"]
@@ -122,7 +122,7 @@ async def test_fallback_after_waits_for_spot_before_on_demand(make_world) -> Non
     w.target("batch", 2)
     await w.run(20, step=5.0)  # 100 s: still waiting for spot
     assert w.rows("batch", LIVE) == []
-    assert any(e.kind == "spot-wait" for e in w.store.events(tier="batch"))
+    assert any(e.kind == "spot-wait" for e in w.store.records.events(tier="batch"))
     await w.run(5, step=5.0)  # past 2 minutes: on-demand
     assert [r.capacity for r in w.rows("batch", LIVE)] == ["on-demand", "on-demand"]
 
@@ -147,8 +147,8 @@ async def test_a_spot_launch_ends_the_stored_wait(make_world) -> None:
     w.cloud.set_capacity("H100-SXM5-80GB", 0, capacity=Capacity.SPOT)
     w.target("batch", 1)
     await w.run(10, step=5.0)  # a wait begins
-    assert w.store.failure_history(0.0).spot_waits
+    assert w.store.failures.history(0.0).spot_waits
     w.cloud.set_capacity("H100-SXM5-80GB", 10, capacity=Capacity.SPOT)
     await w.run(60, step=5.0)  # once the offer's no-capacity mark and the offers cache expire: spot placed
     assert [r.capacity for r in w.rows("batch", LIVE)] == ["spot"]
-    assert w.store.failure_history(0.0).spot_waits == []
+    assert w.store.failures.history(0.0).spot_waits == []

@@ -20,13 +20,13 @@ async def test_cost_per_1000_requests_from_the_counted_arrivals(make_world) -> N
     w.signals.set("web", arrivals=50.0)  # per 5-second tick: 600 a minute
     await w.run(540, step=5.0)  # 45 minutes: enough of the last hour was read
     now = w.clock.now()
-    rows = {r["tier"]: r for r in fleet_status(w.store, now)}
-    counted = sum(w.store.requests_by_minute(now - 3600, now)["web"].values())
+    rows = {r["tier"]: r for r in fleet_status(w.store.reads, now)}
+    counted = sum(w.store.records.requests_by_minute(now - 3600, now)["web"].values())
     assert 600 * 44 <= counted <= 600 * 45  # whole minutes are written; the one in progress is not yet
     billed = sum(r.price_per_hour * (now - (r.launched_at or r.created_at)) / 3600 for r in w.rows("web"))
     assert rows["web"]["cost_per_1k_requests"] == pytest.approx(billed / counted * 1000, rel=0.001)
     assert rows["batch"]["cost_per_1k_requests"] is None  # nothing counted: unknown, not zero
-    assert fleet_status(w.store)[0]["cost_per_1k_requests"] is None  # no clock given: not computed
+    assert fleet_status(w.store.reads)[0]["cost_per_1k_requests"] is None  # no clock given: not computed
 
 
 def test_a_minute_is_written_once_it_is_over() -> None:

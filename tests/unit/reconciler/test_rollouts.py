@@ -16,7 +16,7 @@ def web(**fields: object) -> dict[str, object]:
 
 
 def _apply(w: World, text: str) -> None:
-    w.store.apply_config(parse_config(text, "tiers.yaml"), text, "tiers.yaml", w.clock.now())
+    w.store.config.apply(parse_config(text, "tiers.yaml"), text, "tiers.yaml", w.clock.now())
 
 
 async def _run_watching(w: World, ticks: int) -> tuple[int, int]:
@@ -44,20 +44,20 @@ async def test_a_changed_server_replaces_every_instance_one_surge_at_a_time(make
     assert len(w.rows("web", ("ready",))) == 3 and len(after) == 1 and after.isdisjoint(before)
     assert lowest >= 3  # never below what the policy needs
     assert most <= 4  # desired + max_surge (1)
-    assert any("rollout: replaced by" in e.message for e in w.store.events(tier="web", limit=1000))
+    assert any("rollout: replaced by" in e.message for e in w.store.records.events(tier="web", limit=1000))
 
 
 async def test_restart_replaces_all_and_pause_holds(make_world) -> None:
     w: World = make_world(tiers_yaml({"web": web()}))
     await w.bring_up("web", 2)
     before = _servers(w)
-    w.store.set_rollout("web", w.clock.now(), restart=True, paused=True)
+    w.store.rollouts.set("web", w.clock.now(), restart=True, paused=True)
     await _run_watching(w, 30)
     assert _servers(w) == before and not any(r.surge for r in w.rows("web", LIVE))  # paused: nothing moves
-    w.store.set_rollout("web", w.clock.now(), paused=False)
+    w.store.rollouts.set("web", w.clock.now(), paused=False)
     lowest, _ = await _run_watching(w, 90)
     assert _servers(w).isdisjoint(before) and lowest >= 2
-    kinds = {e.kind for e in w.store.events(tier="web", limit=1000)}
+    kinds = {e.kind for e in w.store.records.events(tier="web", limit=1000)}
     assert {"rollout-restart", "rollout-resumed"} <= kinds
 
 
@@ -72,7 +72,7 @@ async def test_a_new_server_that_fails_stops_the_rollout_and_keeps_the_old_insta
     await _run_watching(w, 60)
     assert {r.key for r in w.rows("web", ("ready",))} == old  # the old fleet keeps serving
     assert not any(r.surge for r in w.rows("web", LIVE))  # no second attempt: no fleet-wide crash loop
-    stopped = [e.message for e in w.store.events(tier="web", limit=1000) if e.kind == "rollout-stopped"]
+    stopped = [e.message for e in w.store.records.events(tier="web", limit=1000) if e.kind == "rollout-stopped"]
     assert stopped and "rollout stopped" in stopped[0] and "3 instances keep the old one" in stopped[0]
 
 
@@ -112,7 +112,7 @@ async def test_an_open_disruption_window_holds_scale_in_and_says_so_then_lets_it
     await w.run(20)
     assert sum(r.state == "draining" for r in w.rows("web", LIVE)) == 0
     assert len(w.rows("web", ("ready",))) == 4
-    notes = [e.message for e in w.store.events(tier="web", limit=100) if e.kind == "disruption-window"]
+    notes = [e.message for e in w.store.records.events(tier="web", limit=100) if e.kind == "disruption-window"]
     assert notes and "scale-in to 1 waits: max_disrupted 0 in the window" in notes[0]
     w.clock.advance(2 * 3600)  # the window has closed
     await w.run(40)
@@ -130,7 +130,7 @@ async def test_an_open_disruption_window_holds_a_rollout_until_it_closes(make_wo
     assert _servers(w) == before and not any(r.surge for r in w.rows("web", LIVE))
     assert any(
         e.kind == "disruption-window" and "rollout waits (3 drifted)" in e.message
-        for e in w.store.events(tier="web", limit=100)
+        for e in w.store.records.events(tier="web", limit=100)
     )
     w.clock.advance(3600)
     lowest, _ = await _run_watching(w, 120)

@@ -37,7 +37,7 @@ def two_daemons(tmp_path: Path, tiers: str = TIERS) -> tuple[World, Reconciler]:
     engine = make_engine(f"sqlite:///{tmp_path / 'shared.db'}")
     migrate.upgrade(engine)
     store = Store(engine)
-    store.apply_config(parse_config(tiers, "tiers.yaml"), tiers, "tiers.yaml", clock.now())
+    store.config.apply(parse_config(tiers, "tiers.yaml"), tiers, "tiers.yaml", clock.now())
     script, signals = Script(), StaticSignals(clock)
     first = Reconciler(store, {"simulated": cloud}, signals, clock, policy=PolicyRunner(script))
     second = Reconciler(Store(engine), {"simulated": cloud}, signals, clock, policy=PolicyRunner(script))

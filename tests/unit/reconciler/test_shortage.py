@@ -25,7 +25,7 @@ async def test_desired_holds_what_capacity_allows_without_flapping() -> None:
     Base.metadata.create_all(engine)
     store = Store(engine)
     text = tiers_yaml({"t": tier(max=8, policy=min_floor(1, mode="thresholds", scale_out_after="10s"))})
-    store.apply_config(parse_config(text, "t"), text, "t", clock.now())
+    store.config.apply(parse_config(text, "t"), text, "t", clock.now())
     cloud.set_capacity("H100-SXM5-80GB", 1, capacity=Capacity.ON_DEMAND)  # one machine per region: 2 in all
     signals = StaticSignals(clock)
     signals.set("t", queue_depth=100.0)  # wants 10, capped at max 8
@@ -39,7 +39,7 @@ async def test_desired_holds_what_capacity_allows_without_flapping() -> None:
         clock.advance(5)
     assert set(desired[10:]) == {2}  # held at what capacity allows, every tick
     assert sum("capacity allows 2" in r for r in reasons[10:]) >= 5  # and said so whenever the policy wanted more
-    assert any(e.kind == "no-placement" for e in store.events(tier="t"))
+    assert any(e.kind == "no-placement" for e in store.records.events(tier="t"))
 
     cloud.set_capacity("H100-SXM5-80GB", 100, capacity=Capacity.ON_DEMAND)
     clock.advance(120)  # the offers cache sees it

@@ -78,7 +78,7 @@ def day() -> SimulationResult:
 
 def test_decisions_are_recorded_with_the_policies_reasons(day: SimulationResult) -> None:
     assert day.store is not None
-    rows = day.store.decisions(limit=100_000)
+    rows = day.store.records.decisions(limit=100_000)
     web = [d for d in rows if d.tier == "web"]
     jobs = [d for d in rows if d.tier == "jobs"]
     assert day.decisions == len(rows) > 0

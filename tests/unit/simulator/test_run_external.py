@@ -38,7 +38,7 @@ def run(cls: str, options: str) -> tuple[list[tuple[int, int, str]], dict[str, i
         parse_config(text, "tiers.yaml"), text, parse_workload(WORKLOAD), options=RunOptions(baselines=False)
     )
     assert result.store is not None
-    decisions = [(d.current, d.desired, d.reason) for d in result.store.decisions("web", limit=100_000)]
+    decisions = [(d.current, d.desired, d.reason) for d in result.store.records.decisions("web", limit=100_000)]
     return decisions, result.events, result.report.tiers["web"].cost
 
 

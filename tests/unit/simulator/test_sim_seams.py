@@ -82,7 +82,7 @@ def test_table_writes_sees_writes_to_its_table_only() -> None:
         s.add(EventRecord(tier="t", t=1.0, kind="note", message="x"))
         s.commit()
     assert writes.take() is False
-    assert store.instances() == []  # reads are not writes
+    assert store.reads.instances() == []  # reads are not writes
     assert writes.take() is False
     with engine.begin() as conn:
         conn.exec_driver_sql(f"DELETE FROM {INSTANCES_TABLE} WHERE key = 'none'")

@@ -12,15 +12,15 @@ def rollout_status(store: Store, tier: str) -> dict[str, Any] | None:
     """None when the tier is not in the applied configuration."""
     from scalectl.tiers.server import server_hash  # the tiers-file models: only the commands that show a rollout
 
-    fleet = store.fleet_config()
+    fleet = store.config.fleet_config()
     if fleet is None or tier not in fleet.tiers:
         return None
-    control = store.rollout_controls().get(tier)
+    control = store.rollouts.controls().get(tier)
     generation, paused = (control.generation, control.paused) if control else (0, False)
     current = server_hash(fleet.tiers[tier], generation)
-    counts = store.server_hashes(tier)
+    counts = store.rollouts.server_hashes(tier)
     drifted = sum(n for h, n in counts.items() if h not in (None, current))
-    failed = store.failed_with_server(tier, current) if drifted else None
+    failed = store.rollouts.failed_with_server(tier, current) if drifted else None
     if failed:
         state = f"stopped: {failed} on the new server failed"
     elif paused:
