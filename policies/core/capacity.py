@@ -102,7 +102,7 @@ def observe(
     if state.last_t is not None and now > state.last_t:
         fade = 0.5 ** ((now - state.last_t) / CAP_HALF_LIFE_S)
         bins = {i: (g * fade, b * fade, s * fade) for i, (g, b, s) in bins.items()}
-    i = min(MAX_BIN, int(share / BIN))
+    i = min(MAX_BIN, int(share / BIN + 1e-9))  # 6.0 / 10 / 0.05 is 11.999…: bin 12
     g, b, s = bins.get(i, (0.0, 0.0, 0.0))
     bins[i] = (g, b + 1, s) if breached else (g + 1, b, s + 1 / max(ttft, 1e-6))
     return CapacityState(prior, ready, since, waiting, now, bins)
@@ -143,6 +143,13 @@ def _fit(good: list[tuple[int, float, float]], prior: float, target: float) -> t
     held = (good[-1][0] + 1) * BIN * prior
     reach = EXTRAPOLATE * held
     at_target = mx + (1 / target - my) / slope if slope < 0 else reach
-    value = max(held, min(at_target, reach))
-    bound = " (bounded: " + f"{EXTRAPOLATE:g}× the {held:.3g} held)" if at_target > reach else ""
+    if at_target > reach:  # the evidence does not reach the knee: up to its bound, never below the prior
+        value = max(prior, reach)
+        return (
+            value,
+            f"learned: TTFT fit reaches {latency(target)} beyond {value:.3g}"
+            f" (bounded: {EXTRAPOLATE:g}× the {held:.3g} held)",
+        )
+    value = max(held, at_target)
+    bound = ""
     return value, f"learned: TTFT fit reaches {latency(target)} at {value:.3g}{bound}"

@@ -12,6 +12,7 @@ SIGMAS = 2.0  # a count must clear its Poisson noise by this many σ to count as
 PANIC_HOLD_S = 60.0  # after a surge the newest tick is the level for this long (KPA leaves panic after a window)
 TREND_TICKS = 8  # ticks the trend is fitted through (2 min at 15 s ticks): short enough to follow a step
 MIN_TREND_TICKS = 3  # fewer ticks since the last surge: no slope, the level alone
+TREND_Z = 4.0  # a rise must be this many standard errors of a line fitted through the ticks' noise: tried every tick
 LEVEL_TICKS = 3  # the level is the median of this many newest ticks: one noisy tick does not move it
 DEFAULT_HORIZON_S = 300.0  # the boot horizon until the tier has measured its boots (the old 5-minute lead)
 

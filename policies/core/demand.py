@@ -6,8 +6,8 @@
   slope to carry on), and for ``PANIC_HOLD_S`` the newest tick is the level: a step is followed in the
   tick it shows, whole.
 - **Trend**: Theil–Sen (the median of pairwise slopes) through the last ``TREND_TICKS`` ticks since any
-  surge; a rise that stands ``SIGMAS`` above the ticks' scatter and Poisson noise is carried on to the
-  horizon. A fall is never projected: scale-in has its own guards.
+  surge; a rise of ``TREND_Z`` standard errors (of a line through ticks with their scatter or Poisson
+  noise, whichever is more) is carried on to the horizon. A fall is never projected: scale-in has its own guards.
 
 The forecast is the rate at ``now + horizon``, and its error the recent shortfall (forecast.py). A
 backlog is not demand: it never enters these figures.
@@ -29,6 +29,7 @@ from scalectl.policies.core.constants import (
     STABLE_HALF_LIFE_S,
     SURGE_RATIO,
     TREND_TICKS,
+    TREND_Z,
 )
 from scalectl.policies.core.forecast import ErrorTrack, Forecast
 
@@ -93,8 +94,10 @@ def _project(
     at_last = statistics.median(r - slope * (t - t_last) for t, r in ticks)
     scatter = statistics.median(abs(r - at_last - slope * (t - t_last)) for t, r in ticks) * 1.4826
     noise = math.sqrt(max(at_last, 0.0) * tick_s * grain) / tick_s  # one tick's Poisson noise, as a rate
+    n = len(ticks)
     rise = slope * (t_last - ticks[0][0])
-    if slope <= 0 or rise <= SIGMAS * max(scatter, noise):
+    standard_error = max(scatter, noise) * (n - 1) * math.sqrt(12 / (n * (n * n - 1)))  # of a line's rise over n ticks
+    if slope <= 0 or rise <= TREND_Z * standard_error:
         return level, "level"
     return max(level, at_last + slope * (now - t_last + horizon)), f"rising {slope:.2g}/s"
 

@@ -92,13 +92,16 @@ def _with(state: PeriodState, errors: ErrorTrack) -> PeriodState:
 
 
 def burst_within(state: PeriodState, width: float, now: float, horizon: float) -> Burst | None:
-    """The highest phase from now until ``now + horizon``, and when it is due."""
+    """The highest phase from now until ``now + horizon``, due when the burst first reaches half its
+    height above the profile's median (its onset, not its top minute)."""
     period, profile = state.period, state.profile
     if period is None:
         return None
-    start = math.floor(now / width)
-    best = max(range(start, math.floor((now + horizon) / width) + 1), key=lambda i: profile[i % period])
-    return Burst(profile[best % period], max(0.0, best * width - now), period * width)
+    window = range(math.floor(now / width), math.floor((now + horizon) / width) + 1)
+    peak = max(profile[i % period] for i in window)
+    half = min(peak, (peak + statistics.median(profile)) / 2)  # a window in a lull: its own highest bin
+    onset = next(i for i in window if profile[i % period] >= half)
+    return Burst(peak, max(0.0, onset * width - now), period * width)
 
 
 def _search(
