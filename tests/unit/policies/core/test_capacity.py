@@ -1,0 +1,92 @@
+"""Capacity per instance: learned upward when the fleet holds well below the prior, downward at a knee
+below it, clamped to [0.1×, 2×] the prior with the reason saying so; the prior stands on too little."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from scalectl.policies.core.capacity import CapacityState, estimate, observe
+from tests.unit.policies.core.synth import T0
+
+PRIOR, TARGET, READY = 10.0, 0.5, 4
+
+
+def fleet(per_instance: list[float], ttft: Callable[[float], float]) -> CapacityState:
+    """The fleet of 4 runs 20 settled ticks at each load per instance, with TTFT = ttft(load per instance)."""
+    state, now = CapacityState(), T0
+    for x in per_instance:
+        for _ in range(20):
+            now += 15.0
+            state = observe(
+                state, now=now, prior=PRIOR, rate=x * READY, ready=READY, ttft=ttft(x), target=TARGET, waiting=0
+            )
+    return state
+
+
+def queue_latency(knee: float) -> Callable[[float], float]:
+    return lambda x: 0.1 / (1 - x / knee)  # M/M/1-like: 1/TTFT falls linearly in the load
+
+
+def test_a_fleet_at_half_the_prior_without_breaching_learns_upward() -> None:
+    state = fleet([3.0, 4.0, 5.0], queue_latency(30.0))  # reaches 500 ms at 24 req/s per instance
+    cap = estimate(state, PRIOR, TARGET)
+    held = 0.55 * PRIOR  # the top of the highest bin that held (5.0 req/s is bin 0.50–0.55)
+    assert cap.per_instance == pytest.approx(3 * held)  # bounded by evidence: 3× the load held, 1.65× prior
+    assert cap.ratio == pytest.approx(1.65)
+    assert "bounded" in cap.how
+
+
+def test_the_latency_fit_finds_the_knee_between_observed_loads() -> None:
+    state = fleet([3.0, 4.0, 5.0, 6.0], queue_latency(14.0))  # 500 ms at 14 × 0.8 = 11.2 req/s
+    cap = estimate(state, PRIOR, TARGET)
+    assert cap.per_instance == pytest.approx(11.2, rel=0.05)
+    assert "fit reaches 500ms" in cap.how
+
+
+def test_a_breach_below_the_prior_learns_downward() -> None:
+    state = fleet([3.0, 4.0, 5.0, 6.0, 7.0], lambda x: 0.1 if x < 6 else 0.9)
+    cap = estimate(state, PRIOR, TARGET)
+    assert cap.per_instance == pytest.approx(6.0)
+    assert cap.how == "learned: TTFT breached from 6"
+
+
+def test_learning_is_clamped_to_twice_the_prior_and_says_so() -> None:
+    state = fleet([3.0, 6.0, 9.0], lambda x: 0.1)  # flat latency: 3× the 9.5 held would be 28.5
+    cap = estimate(state, PRIOR, TARGET)
+    assert cap.per_instance == 2 * PRIOR
+    assert "clamped to twice the prior" in cap.how
+
+
+def test_a_breach_below_a_fifth_of_the_prior_is_not_load() -> None:
+    # slow requests at 0.5–1.5 req/s per instance (5–15% of the prior): no knee, the prior stands. With the
+    # fit's span this also keeps the 0.1× clamp out of reach (docs/decision-core.md, open questions).
+    state = fleet([0.5, 1.0, 1.5], lambda x: 0.1 if x < 1.0 else 0.9)
+    cap = estimate(state, PRIOR, TARGET)
+    assert cap.per_instance == PRIOR
+    assert cap.how.startswith("prior")
+
+
+def test_one_load_level_is_too_little_and_the_prior_stands() -> None:
+    cap = estimate(fleet([4.0], queue_latency(30.0)), PRIOR, TARGET)
+    assert cap.per_instance == PRIOR
+    assert cap.how == "prior; no range of loads to fit latency against yet"
+
+
+def test_a_breach_while_a_backlog_drains_is_not_filed() -> None:
+    state = fleet([5.0], lambda x: 0.1)
+    before = state
+    for k, waiting in enumerate((50.0, 40.0, 30.0)):
+        t = T0 + 20 * 15.0 + (k + 1) * 15.0
+        state = observe(
+            state, now=t, prior=PRIOR, rate=2.0 * READY, ready=READY, ttft=3.0, target=TARGET, waiting=waiting
+        )
+    bad = {i: v[1] for i, v in state.bins.items() if v[1] > 0}
+    assert len(bad) == 1  # only the first tick of the backlog (not yet shrinking) is filed
+    assert before.bins.keys() <= state.bins.keys()
+
+
+def test_state_round_trips_through_its_dict() -> None:
+    state = fleet([3.0, 4.0], queue_latency(30.0))
+    assert CapacityState.from_dict(state.to_dict()) == state
