@@ -31,10 +31,11 @@ class Duplicates:
     def __init__(self) -> None:
         self.first_seen: dict[tuple[str, str], float] = {}
 
-    def due(self, found: list[Found], providers: Mapping[str, Provider], now: float) -> list[Found]:
-        """The duplicates seen for longer than their grace; forgets those no longer duplicates."""
+    def due(self, found: list[Found], listed: Listings, providers: Mapping[str, Provider], now: float) -> list[Found]:
+        """The duplicates seen for longer than their grace; forgets those a listing no longer shows as
+        duplicates (a provider not listed this tick keeps its sightings)."""
         seen = {(name, inst.provider_id) for name, inst in found}
-        self.first_seen = {k: t for k, t in self.first_seen.items() if k in seen}
+        self.first_seen = {k: t for k, t in self.first_seen.items() if k in seen or k[0] not in listed}
         due = []
         for name, inst in found:
             first = self.first_seen.setdefault((name, inst.provider_id), now)
@@ -68,7 +69,7 @@ async def collect_garbage(
     holds = tick.uow.instances.held_ids(inst.key or "" for _, inst in held) if held else {}
     # A row that holds no instance yet adopts one this tick or the next: nothing under its key is a duplicate.
     doubled = [(n, i) for n, i in held if holds.get(i.key or "") not in (None, i.provider_id)]
-    due = duplicates.due(doubled, providers, tick.now)
+    due = duplicates.due(doubled, seen, providers, tick.now)
     doomed = [
         (n, i, "instance of an ended row" if i.key in known_ended else "orphan (no row knows it)") for n, i in unknown
     ]
