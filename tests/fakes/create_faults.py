@@ -10,6 +10,7 @@ reports what the provider saw: creates it received, machines it made, duplicates
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -168,13 +169,20 @@ async def run_scenario(
     *,
     want: int = 2,
     horizon: float = 600.0,
+    times: int | None = None,
+    timeout: float | None = None,
 ) -> Outcome:
-    """``fault`` on every create request (None: a clean network) against a listing ``lag`` seconds late."""
+    """``fault`` on the first ``times`` create requests (None: every one; ``fault`` None: a clean network)
+    against a listing ``lag`` seconds late. ``timeout``: the adapter's request timeout (real seconds; a
+    ``HANG`` holds the answer half a second longer), else its documented default."""
     clock = FakeClock()
     with ACCOUNTS[adapter](clock, lag, monkeypatch) as (account, proxy):
         method, path = account.create_path
         if fault is not None:
-            proxy.add(fault, method=method, path=path, times=None)
+            proxy.add(fault, method=method, path=path, times=times)
+        if timeout is not None:
+            proxy.hang_seconds = timeout + 0.5
+            account.config = dataclasses.replace(account.config, options={**account.config.options, "timeout": timeout})
         provider: Provider = build_provider(account.config, clock)
         text = tiers_yaml(
             {"web": tier(account.gpu, providers=[account.name], min=want, max=want, policy=min_floor(want))},
