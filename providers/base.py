@@ -144,6 +144,10 @@ class ProviderCapabilities:
     # drain): for providers with a tight request budget. None: list every tick.
     idle_list_every: float | None = None
     local_state: LocalState | None = None  # state kept on the daemon's machine (simulated cloud, local processes)
+    # Seconds a new instance may take to show in ``list`` (and in the look-up by key a create does) after
+    # the provider made it. A create whose outcome is unknown is not sent again for that key before this
+    # has passed, and a second instance under a live row's key is deleted only after longer than this.
+    listing_lag: float = 0.0
 
     @property
     def launches_server(self) -> bool:

@@ -49,6 +49,23 @@ class Transient(ProviderError):
     retryable = True
 
 
+class NotSent(Transient):
+    """The request never reached the provider (connection refused, no connection within the connect
+    timeout): nothing was acted on, so even a create may be sent again at once."""
+
+
+class CreateUnconfirmed(ProviderError):
+    """A create went out and no readable answer came back (the connection dropped after sending, no
+    answer within the timeout, a 5xx, a success whose body cannot be read): the provider may have made
+    the machine. Not retried: the caller keeps its row, adopts the machine when a listing shows it, and
+    sends no create for this key before ``settles_at`` (epoch seconds on the adapter's clock: when the
+    provider's declared listing lag has passed, so a look-up then can be trusted)."""
+
+    def __init__(self, message: str, *, provider: str | None = None, settles_at: float):
+        super().__init__(message, provider=provider)
+        self.settles_at = settles_at
+
+
 class InvalidRequest(ProviderError):
     """The provider rejected what we asked (unknown GPU or region, bad field). Fix the configuration."""
 

@@ -31,6 +31,7 @@ from scalectl.providers.errors import (
     InstanceNotFound,
     InvalidRequest,
     ListingIncomplete,
+    NotSent,
     ProviderError,
     RateLimited,
     Transient,
@@ -327,6 +328,9 @@ class ApiClient:
         await self._pace([p for p in (self._pacer, pacer) if p is not None], budgets, f"{method} {path}")
         try:
             response = await self._client.request(method, path, params=params, json=json, headers=headers)
+        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+            log.warning("%s %s %s: not sent (%s)", self.provider, method, path, type(exc).__name__)
+            raise NotSent(f"{method} {path}: not sent ({type(exc).__name__})", provider=self.provider) from None
         except httpx.TimeoutException as exc:
             log.warning("%s %s %s: timed out", self.provider, method, path)
             raise Transient(f"{method} {path}: timed out ({type(exc).__name__})", provider=self.provider) from None

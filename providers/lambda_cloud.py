@@ -27,6 +27,7 @@ from scalectl.providers.base import (
     ProviderCapabilities,
     ProviderInstance,
 )
+from scalectl.providers.create_outcome import send_create, unreadable
 from scalectl.providers.errors import (
     AuthFailed,
     InstanceNotFound,
@@ -142,7 +143,10 @@ class LambdaProvider:
     """Lambda Cloud on-demand instances."""
 
     # GET /instances answers with every instance of the account at once; no spot, no interruptions.
-    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(bootstrap=BootstrapForm.CLOUD_INIT)
+    # Lambda documents no listing consistency; 30 s, as for Spheron (a lost launch is looked up, not repeated).
+    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
+        bootstrap=BootstrapForm.CLOUD_INIT, listing_lag=30.0
+    )
 
     @staticmethod
     def render_launch(server: ServerDescription) -> CloudConfig:
@@ -292,11 +296,17 @@ class LambdaProvider:
         existing = [i for i in await self._all(retry=False) if i.key == spec.key]
         if existing:
             return existing[0]
-        created = await self.api.request("POST", LAUNCH_PATH, json=body, retry=False, pacer=self._launch_pacer)
+        lag = self.capabilities.listing_lag
+        created = await send_create(
+            lambda: self.api.request("POST", LAUNCH_PATH, json=body, retry=False, pacer=self._launch_pacer),
+            provider=self.name,
+            clock=self.clock,
+            listing_lag=lag,
+        )
         data = created.get("data") if isinstance(created, dict) else None
         ids = data.get("instance_ids") if isinstance(data, dict) else None
         if not ids:
-            raise ProviderError("launch returned no instance id", provider=self.name)
+            raise unreadable(f"POST {LAUNCH_PATH}", provider=self.name, clock=self.clock, listing_lag=lag)
         return ProviderInstance(
             provider=self.name,
             provider_id=str(ids[0]),

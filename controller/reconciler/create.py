@@ -17,7 +17,14 @@ from scalectl.controller.reconciler.sync import adopt
 from scalectl.controller.reconciler.tick import Tick, by_tier
 from scalectl.domain.instance import Instance, InstanceState
 from scalectl.providers.base import Capacity, LaunchSpec, Offer, Provider, ProviderInstance
-from scalectl.providers.errors import AuthFailed, InsufficientCapacity, ProviderError, QuotaExceeded, RateLimited
+from scalectl.providers.errors import (
+    AuthFailed,
+    CreateUnconfirmed,
+    InsufficientCapacity,
+    ProviderError,
+    QuotaExceeded,
+    RateLimited,
+)
 from scalectl.providers.tagging import TIER_TAG
 from scalectl.sizing.server import ServerDescription
 from scalectl.tiers.config import TierSpec
@@ -130,6 +137,11 @@ class CreatePhase:
             self.backoffs.create_succeeded(inst.tier)
             return False
         error = one_line(result)
+        if isinstance(result, CreateUnconfirmed):  # the provider may have made it: unknown, adopt
+            inst.reason = f"create unconfirmed, adopted when listed: {error}"
+            inst.next_attempt_at = max(now, result.settles_at)  # no second create before the listing can show it
+            tick.event(inst.tier, inst.key, "create-unconfirmed", error)
+            return False
         if isinstance(result, InsufficientCapacity):
             self.backoffs.no_capacity(create.spec.offer, create.spec.capacity, now)
             tick.record(inst.end(S.FAILED, now, f"no capacity: {error}", "no-capacity"))

@@ -19,7 +19,7 @@ from scalectl.controller.reconciler.create import CreatePhase, PendingCreate, Se
 from scalectl.controller.reconciler.decide import PolicyRunner
 from scalectl.controller.reconciler.decision import DecidePhase
 from scalectl.controller.reconciler.fleet_budget import FleetBudget
-from scalectl.controller.reconciler.garbage import collect_garbage
+from scalectl.controller.reconciler.garbage import Duplicates, collect_garbage
 from scalectl.controller.reconciler.offers import TierOffers
 from scalectl.controller.reconciler.placement import UNAVAILABLE_FOR
 from scalectl.controller.reconciler.plan import NO_PLACEMENT, SPOT_WAIT, Create, Plan, instance_price, plan_tier
@@ -87,6 +87,7 @@ class Reconciler:
         self._known: dict[str, TierSpec] = {}
         self._looked_up: set[str] = set()
         self._calls = calls
+        self.duplicates = Duplicates()  # when each second instance under a live key was first seen
         self._started = False
 
     async def tick(self, scope: TickScope | None = None) -> TickReport:
@@ -115,7 +116,9 @@ class Reconciler:
                 known = {i.key for i in live} if scope is None else uow.instances.live_keys()
             seen = await self.sync.run(tick, live, everywhere=housekeeping)
             if housekeeping:
-                report.orphans_deleted = await collect_garbage(tick, self.providers, self._calls, seen, known)
+                report.orphans_deleted = await collect_garbage(
+                    tick, self.providers, self._calls, seen, known, self.duplicates
+                )
             others = {} if scope is None else uow.instances.live_shares(excluding=scope.tiers)
             uow.commit()
             live = [i for i in live if i.state.is_live]

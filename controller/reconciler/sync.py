@@ -75,7 +75,9 @@ class SyncPhase:
                 continue
             self._listed_at[name] = tick.now
             seen[name] = {i.provider_id: i for i in result}
-            by_key.update({listed.key: listed for listed in result if listed.key})
+            for listed in result:
+                if listed.key and _keeps(listed, by_key.get(listed.key)):
+                    by_key[listed.key] = listed
         return seen, by_key
 
     async def _confirm_missing(self, instances: list[Instance], seen: Listings) -> dict[str, ProviderInstance | None]:
@@ -176,6 +178,18 @@ class SyncPhase:
                 tick.record(inst.mark_ready(tick.now, result[1]))
             elif isinstance(result, tuple):
                 inst.reason = f"waiting for readiness: {result[1]}"
+
+
+def _keeps(listed: ProviderInstance, held: ProviderInstance | None) -> bool:
+    """Which of two instances under one key a row adopts: one not gone, then the oldest, then the lowest id
+    (the same one every tick; garbage collection deletes the other)."""
+    if held is None:
+        return True
+
+    def rank(i: ProviderInstance) -> tuple[bool, float, str]:
+        return (i.status.is_gone, i.created_at if i.created_at is not None else float("inf"), i.provider_id)
+
+    return rank(listed) < rank(held)
 
 
 def adopt(inst: Instance, found: ProviderInstance, now: float) -> InstanceEvent:

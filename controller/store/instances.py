@@ -138,6 +138,19 @@ class InstanceRepository:
     def add(self, inst: Instance) -> None:
         self._tracked[inst.key] = (inst, None)
 
+    def held_ids(self, keys: Iterable[str]) -> dict[str, str | None]:
+        """For each of ``keys`` with a live row, the provider id that row holds (None: none adopted yet), as
+        stored now: garbage collection keeps that instance and no other under the key."""
+        self.flush()
+        wanted = list(keys)
+        found: dict[str, str | None] = {}
+        for i in range(0, len(wanted), 500):
+            query = select(InstanceRecord.key, InstanceRecord.provider_id).where(
+                InstanceRecord.key.in_(wanted[i : i + 500]), InstanceRecord.state.in_(LIVE_STATES)
+            )
+            found.update({key: provider_id for key, provider_id in self._session.execute(query)})
+        return found
+
     def stored_states(self, keys: Iterable[str]) -> dict[str, str]:
         """The state of each of ``keys`` that a stored row (live or ended) has, as stored now — rows other
         daemons committed since this unit of work began included."""

@@ -20,6 +20,7 @@ from scalectl.providers.base import (
     ProviderInstance,
 )
 from scalectl.providers.container import image_for, marked_env
+from scalectl.providers.create_outcome import send_create
 from scalectl.providers.errors import InstanceNotFound, InsufficientCapacity, InvalidRequest, ProviderError, Transient
 from scalectl.providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy
 from scalectl.providers.json_values import as_list
@@ -50,7 +51,11 @@ class RunPodProvider:
     """The Provider protocol over RunPod's REST v2 and GraphQL APIs."""
 
     # GET /v2/pods answers with every pod of the account at once; interruptible pods end without notice.
-    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(bootstrap=BootstrapForm.CONTAINER, spot=True)
+    # RunPod documents no listing consistency; 30 s, as for Spheron: twice the longest lag the fault runs
+    # used (a lost create is looked up for that long, never sent again at once).
+    capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
+        bootstrap=BootstrapForm.CONTAINER, spot=True, listing_lag=30.0
+    )
 
     @staticmethod
     def render_launch(server: ServerDescription) -> ContainerLaunch:
@@ -58,6 +63,7 @@ class RunPodProvider:
 
     def __init__(self, config: ProviderConfig, clock: Clock) -> None:
         self.name = config.name
+        self.clock = clock
         self.options = RunPodOptions.from_mapping(config.options)
         self._key = ApiKey(config)  # read on the first request
         self._data_centers: tuple[str, ...] | None = None
@@ -133,13 +139,17 @@ class RunPodProvider:
                 body = self._pod_body(spec, boot, gpu_id, image)
                 return await self._http.request("POST", PODS, json=body, retry=False)
 
+        async def launched() -> ProviderInstance:
+            return pod_view(await launch(), provider=self.name, capacity=spec.capacity)  # no pod: Transient
+
         async def find_or_launch() -> ProviderInstance:
-            # Looked up again before every attempt: a create that timed out may have landed. The lookup is a
-            # GET and retried on its own, so one call costs at most attempts x (attempts + 1) requests.
+            # Looked up again before every attempt that made nothing (not sent, 429). A launch whose answer
+            # was lost or unreadable is never repeated here (CreateUnconfirmed): the listing may lag behind it.
             existing = await self._find(spec.key, retry=True)
             if existing is not None:
                 return existing
-            return pod_view(await launch(), provider=self.name, capacity=spec.capacity)
+            lag = self.capabilities.listing_lag
+            return await send_create(launched, provider=self.name, clock=self.clock, listing_lag=lag)
 
         return await self._http.retrying(find_or_launch)
 

@@ -17,6 +17,7 @@ from scalectl.providers.base import (
     ProviderCapabilities,
     ProviderInstance,
 )
+from scalectl.providers.create_outcome import send_create, unreadable
 from scalectl.providers.errors import InstanceNotFound, InvalidRequest, ProviderError
 from scalectl.providers.http import ApiClient, ApiKey, HttpFailure, RetryPolicy
 from scalectl.providers.pacing import RequestBudget
@@ -50,6 +51,9 @@ class SpheronProvider:
         list_page_size=DEFAULT_PAGE_SIZE,  # the defaults; options may change them per account
         list_max_pages=DEFAULT_MAX_PAGES,  # reaching it raises ListingIncomplete, never truncates
         idle_list_every=20.0,  # 45 listings per 15 min when idle, inside the documented 100-250 requests
+        # Spheron documents no listing consistency. The fault runs that doubled deployments had new ones
+        # show 5-15 s late in GET /api/deployments; twice the longest, so a lost create is looked up, not repeated.
+        listing_lag=30.0,
     )
 
     @staticmethod
@@ -143,7 +147,8 @@ class SpheronProvider:
         cloud_init = (
             cloud_init_payload(self.render_launch(spec.server), provider=self.name) if spec.server is not None else None
         )
-        # Lookup-then-create is the retried unit: after a timeout the deployment may exist already.
+        # Lookup-then-create is the retried unit, for failures that made nothing (not sent, 429); a create
+        # whose answer was lost is never sent again here (CreateUnconfirmed): the listing may lag behind it.
         return await self.api.retrying(lambda: self._create_once(spec, ref, cloud_init))
 
     async def get(self, provider_id: str) -> ProviderInstance:
@@ -196,13 +201,19 @@ class SpheronProvider:
         }
         if cloud_init:
             body["cloudInit"] = cloud_init
+        lag = self.capabilities.listing_lag
         try:
-            created = await self.api.request("POST", "/api/deployments", json=body, retry=False)
+            created = await send_create(
+                lambda: self.api.request("POST", "/api/deployments", json=body, retry=False),
+                provider=self.name,
+                clock=self.clock,
+                listing_lag=lag,
+            )
         except InstanceNotFound as exc:  # a 404 on create names something we referenced (SSH key, offer)
             raise InvalidRequest(f"{exc.args[0]} (check options.ssh_key_id and team_id)", provider=self.name) from None
         deployment = created.get("deployment", created) if isinstance(created, dict) else {}
         if not isinstance(deployment, dict) or not deployment.get("id"):
-            raise ProviderError("POST /api/deployments returned no deployment id", provider=self.name)
+            raise unreadable("POST /api/deployments", provider=self.name, clock=self.clock, listing_lag=lag)
         view = self._view(deployment, "")
         # The create response may omit what we sent; fill it in rather than report None.
         return ProviderInstance(

@@ -19,6 +19,7 @@ from scalectl.providers.base import (
     ProviderInstance,
 )
 from scalectl.providers.container import image_for, marked_env
+from scalectl.providers.create_outcome import send_create, unreadable
 from scalectl.providers.errors import (
     InstanceNotFound,
     InsufficientCapacity,
@@ -58,8 +59,14 @@ class VastAIProvider:
     """The Provider protocol over Vast.ai's REST API."""
 
     # The instance list is paged and filtered here (labels are not searchable); an outbid rental stops unwarned.
+    # Vast.ai documents no listing consistency; 30 s, as for Spheron: twice the longest lag the fault runs
+    # used (a lost rental is looked up for that long, never sent again at once).
     capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
-        bootstrap=BootstrapForm.CONTAINER, spot=True, list_page_size=PAGE_SIZE, list_max_pages=MAX_PAGES
+        bootstrap=BootstrapForm.CONTAINER,
+        spot=True,
+        list_page_size=PAGE_SIZE,
+        list_max_pages=MAX_PAGES,
+        listing_lag=30.0,
     )
 
     @staticmethod
@@ -68,6 +75,7 @@ class VastAIProvider:
 
     def __init__(self, config: ProviderConfig, clock: Clock) -> None:
         self.name = config.name
+        self.clock = clock
         self.options = VastOptions.from_mapping(config.options)
         self._key = ApiKey(config)  # read on the first request
         base_url = (config.base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -126,13 +134,23 @@ class VastAIProvider:
         body = self._rent_body(spec)
 
         async def find_or_rent() -> ProviderInstance:
-            # Looked up again before every attempt: a rental that timed out may have landed. The lookup is a
-            # GET and retried on its own, so one call costs at most attempts x (attempts + 1) requests.
+            # Looked up again before every attempt that made nothing (not sent, 429). A rental whose answer
+            # was lost or unreadable is never repeated here (CreateUnconfirmed): the listing may lag behind it.
             existing = await self._find(spec.key)
             if existing is not None:
                 return existing
-            answer = await self._http.request("PUT", f"/api/v0/asks/{offer.offer_id}/", json=body, retry=False)
-            if not isinstance(answer, Mapping) or not answer.get("new_contract"):
+            lag = self.capabilities.listing_lag
+            answer = await send_create(
+                lambda: self._http.request("PUT", f"/api/v0/asks/{offer.offer_id}/", json=body, retry=False),
+                provider=self.name,
+                clock=self.clock,
+                listing_lag=lag,
+            )
+            if not isinstance(answer, Mapping):  # a success we cannot read: the rental may exist
+                raise unreadable(
+                    f"PUT /api/v0/asks/{offer.offer_id}/", provider=self.name, clock=self.clock, listing_lag=lag
+                )
+            if not answer.get("new_contract"):
                 message = answer.get("msg") if isinstance(answer, Mapping) else None
                 raise InsufficientCapacity(
                     f"ask {offer.offer_id} was not rented: {message or answer}", provider=self.name

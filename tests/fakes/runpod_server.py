@@ -101,6 +101,9 @@ class RunPodFake:
     # passes its own (requests, window seconds) and a clock. Off by default.
     quota: tuple[int, float] | None = None
     clock: Any = None
+    # A new pod shows in GET /v2/pods only this long (on ``clock``) after its create: eventual consistency.
+    listing_lag: float = 0.0
+    visible_at: dict[str, float] = field(default_factory=dict)  # pod id -> when the listing shows it
     _rng: random.Random = field(default_factory=lambda: random.Random(42))
 
     # ---- controls used by tests ------------------------------------------------------------------
@@ -254,7 +257,9 @@ class RunPodFake:
         if (early := await self._gate(request)) is not None:
             return early
         if request.method == "GET":
-            return JSONResponse({"pods": [self._public(p) for p in self.pods.values()]})
+            now = self.clock.now() if self.clock is not None else 0.0
+            shown = [p for p in self.pods.values() if self.visible_at.get(p["id"], 0.0) <= now]
+            return JSONResponse({"pods": [self._public(p) for p in shown]})
         body = await request.json()
         unknown = sorted(set(body) - CREATE_FIELDS)
         if unknown:
@@ -427,6 +432,10 @@ class RunPodFake:
             "gpu": {"id": gpu["id"], "count": count},
         }
         self.pods[pod_id] = pod
+        if self.listing_lag:
+            if self.clock is None:
+                raise ValueError("RunPodFake: listing_lag needs a clock")
+            self.visible_at[pod_id] = self.clock.now() + self.listing_lag
         return pod
 
     def _public(self, pod: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,8 @@ Endpoints: ``GET /api/gpu-offers`` (paginated groups of offers: ``data``, ``tota
 Errors are ``{"error": ..., "message": ..., "code": ...}``; 429 carries ``Retry-After`` and
 ``retryAfter``. DELETE before the minimum runtime answers 400 ``canTerminate: false`` with
 ``timeRemaining`` (minutes). Deployments go ``deploying`` -> ``running`` on command; spot ones can
-be preempted to ``terminated-provider``. Time comes from the injected clock.
+be preempted to ``terminated-provider``. Time comes from the injected clock. ``listing_lag`` makes a new
+deployment show in the listing only that many seconds after its create (eventual consistency).
 
 Limits (docs.spheron.ai/api-reference, "Rate limits"): about 100-250 requests per 15 minutes per IP
 and 10 deployment creates per 15 minutes per user; over either the fake answers 429 with
@@ -210,9 +211,11 @@ class FakeSpheron:
         hang_seconds: float = 0.5,
         extra_fields: bool = False,
         ip_address: str | None = None,  # every deployment's IP (e.g. 127.0.0.1 in front of a stand-in)
+        listing_lag: float = 0.0,  # a new deployment shows in GET /api/deployments only this long after its create
     ):
         self.clock = clock
         self.ip_address = ip_address
+        self.listing_lag = listing_lag
         self.api_key = api_key
         self.minimum_runtime_minutes = minimum_runtime_minutes
         self.paginate_deployments = paginate_deployments
@@ -480,7 +483,8 @@ class FakeSpheron:
         if self.before_list_page is not None:
             self.before_list_page(max(1, int(request.query_params.get("page", 1))))
         with self.lock:
-            rows = [self._view(d) for d in self.deployments.values()]
+            shown_before = self.clock.now() - self.listing_lag  # the listing lags behind creates, as clouds do
+            rows = [self._view(d) for d in self.deployments.values() if d["_started"] <= shown_before]
         if not self.paginate_deployments:
             return JSONResponse(rows)
         page = max(1, int(request.query_params.get("page", 1)))

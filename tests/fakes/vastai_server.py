@@ -98,6 +98,9 @@ class VastFake:
     # seconds and a clock; a request too soon gets the documented plain-text 429, no Retry-After.
     min_interval: float | None = None
     clock: Any = None
+    # A new rental shows in the instance lists only this long (on ``clock``) after it: eventual consistency.
+    listing_lag: float = 0.0
+    visible_at: dict[int, float] = field(default_factory=dict)  # instance id -> when the lists show it
     _next_id: int = 30_000_000
 
     # ---- controls used by tests ------------------------------------------------------------------
@@ -245,7 +248,7 @@ class VastFake:
         limit = max(1, min(PAGE, int(request.query_params.get("limit") or PAGE)))
         after = request.query_params.get("after_token")
         start = json.loads(base64.b64decode(after))["id"] if after else -1
-        ordered = sorted(i for i in self.instances if i > start)
+        ordered = sorted(i for i in self.instances if i > start and self._listed(i))
         page = ordered[:limit]
         more = len(ordered) > limit
         token = base64.b64encode(json.dumps({"id": page[-1]}).encode()).decode() if more and page else None
@@ -263,7 +266,7 @@ class VastFake:
     async def _list_v0(self, request: Request) -> Response:
         if (early := await self._gate(request)) is not None:
             return early
-        rows = [self._public(r) for r in self.instances.values()]
+        rows = [self._public(r) for r in self.instances.values() if self._listed(r["id"])]
         return JSONResponse({"instances_found": len(rows), "instances": rows})
 
     async def _instance(self, request: Request) -> Response:
@@ -312,7 +315,15 @@ class VastFake:
             "disk_space": body.get("disk", 10),
         }
         self.instances[row["id"]] = row
+        if self.listing_lag:
+            if self.clock is None:
+                raise ValueError("VastFake: listing_lag needs a clock")
+            self.visible_at[row["id"]] = self.clock.now() + self.listing_lag
         return row
+
+    def _listed(self, instance_id: int) -> bool:
+        shown_at = self.visible_at.get(instance_id)
+        return shown_at is None or shown_at <= self.clock.now()
 
     def _public(self, row: dict[str, Any]) -> dict[str, Any]:
         shown = {k: v for k, v in row.items() if not k.startswith("_")}

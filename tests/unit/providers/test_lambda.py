@@ -26,6 +26,7 @@ from scalectl.serving.bootstrap.cloud_init import render_user_data
 from scalectl.sizing.server import ServerDescription
 from tests.fakes import Fault, LoopbackServer
 from tests.fakes.lambda_server import API_KEY, SSH_KEY_NAME, FakeLambda, start_fake_lambda
+from tests.fakes.settle import create_settled
 
 ENV = "SCALECTL_LAMBDA_API_KEY"
 
@@ -275,7 +276,7 @@ async def test_creates_succeed_through_20_percent_5xx_and_timeouts(make: Factory
     keys = [f"sct-flaky-{i:04d}" for i in range(10)]
     start = env.fake.calls
     for key in keys:
-        assert (await env.provider.create(spec(key, offer))).key == key
+        assert (await create_settled(env.provider, spec(key, offer), env.clock)).key == key
     assert sorted(i["name"] for i in env.fake.live()) == keys  # one instance per key despite lost responses
     assert {Fault.TIMEOUT, Fault.SERVER_ERROR} <= set(env.fake.faults.injected)
     assert env.fake.calls - start <= len(keys) * 2 * 4

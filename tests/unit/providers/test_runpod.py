@@ -12,6 +12,7 @@ from scalectl.clocks import FakeClock
 from scalectl.providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec, Offer
 from scalectl.providers.errors import (
     AuthFailed,
+    CreateUnconfirmed,
     InsufficientCapacity,
     InvalidRequest,
     QuotaExceeded,
@@ -24,6 +25,7 @@ from scalectl.providers.runpod.wire import graphql_error
 from scalectl.sizing.server import ServerDescription
 from tests.fakes import Fault
 from tests.fakes.runpod_server import RunPodFake, serve_runpod
+from tests.fakes.settle import create_settled
 
 KEY_ENV = "SCALECTL_TEST_RUNPOD_UNIT_KEY"
 SERVER = ServerDescription(model="meta-llama/Llama-3.1-8B", args=(), image="vllm/vllm-openai:v0.8.5", env={"A": "1"})
@@ -156,13 +158,19 @@ async def test_a_launch_without_image_is_refused_before_any_call(rp: RunPodProvi
 
 async def test_a_lost_create_answer_is_recovered_not_duplicated(rp: RunPodProvider, fake: RunPodFake) -> None:
     fake.lost_creates = 1  # the pod is made, the answer is a 504
-    created = await rp.create(spec("sct-lost-1", await offer(rp, Capacity.ON_DEMAND), Capacity.ON_DEMAND))
+    launch = spec("sct-lost-1", await offer(rp, Capacity.ON_DEMAND), Capacity.ON_DEMAND)
+    with pytest.raises(CreateUnconfirmed):  # not sent again in the same call: the listing may lag behind it
+        await rp.create(launch)
+    created = await create_settled(rp, launch, rp.clock)
     assert [p["id"] for p in fake.pods.values() if p["name"] == "sct-lost-1"] == [created.provider_id]
 
 
 async def test_lost_spot_rental_is_recovered_not_duplicated(rp: RunPodProvider, fake: RunPodFake) -> None:
     fake.lost_creates = 1
-    created = await rp.create(spec("sct-lost-2", await offer(rp, Capacity.SPOT), Capacity.SPOT))
+    launch = spec("sct-lost-2", await offer(rp, Capacity.SPOT), Capacity.SPOT)
+    with pytest.raises(CreateUnconfirmed):
+        await rp.create(launch)
+    created = await create_settled(rp, launch, rp.clock)
     assert [p["id"] for p in fake.pods.values() if p["name"] == "sct-lost-2"] == [created.provider_id]
 
 
@@ -255,7 +263,7 @@ async def test_twenty_percent_faults_creates_still_succeed_within_bounded_calls(
     try:
         od = await provider.offers(GpuRequest(gpu="L40S", capacity=Capacity.ON_DEMAND))
         for key in keys:
-            await provider.create(spec(key, od[0], Capacity.ON_DEMAND))
+            await create_settled(provider, spec(key, od[0], Capacity.ON_DEMAND), provider.clock)
     finally:
         await provider.aclose()
         fake.faults.clear()

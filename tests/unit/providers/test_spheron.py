@@ -27,6 +27,7 @@ from scalectl.serving.bootstrap import parts
 from scalectl.serving.bootstrap.cloud_init import CloudConfig
 from scalectl.sizing.server import ServerDescription
 from tests.fakes import Fault, LoopbackServer
+from tests.fakes.settle import create_settled
 from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, FakeSpheron, start_fake_spheron
 
 ENV = "SCALECTL_SPHERON_API_KEY"
@@ -359,7 +360,7 @@ async def test_creates_succeed_through_20_percent_5xx_and_timeouts(make: Factory
     keys = [f"sct-flaky-{i:04d}" for i in range(12)]
     start = env.fake.calls
     for key in keys:
-        inst = await env.provider.create(spec(key, offer))
+        inst = await create_settled(env.provider, spec(key, offer), env.clock)
         assert inst.key == key
     live = env.fake.live()
     assert sorted(d["name"] for d in live) == keys  # exactly one deployment per key, even after lost responses

@@ -1,0 +1,40 @@
+"""Never a billed machine doubled: the reconciler drives each real adapter over loopback HTTP through a
+fault proxy to a local provider API whose listing lags behind its creates. After convergence: one create
+per instance wanted, no duplicate, nothing leaked, and the machines made are adopted, not deleted."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.create_faults import run_scenario
+from tests.fakes.fault_proxy import ProxyFault
+
+ADAPTERS = ["spheron", "runpod", "vastai"]
+FAULTS = [
+    (ProxyFault.RESET_AFTER_ACTING, 5.0),  # the provider acts, the connection resets before the answer
+    (ProxyFault.RESET_AFTER_ACTING, 15.0),
+    (ProxyFault.UNREADABLE_2XX, 5.0),  # every create answered 2xx with a body nobody can read
+]
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize(("fault", "lag"), FAULTS, ids=[f"{f.value}-lag{lag:g}s" for f, lag in FAULTS])
+async def test_a_create_with_a_lost_answer_is_adopted_never_repeated(
+    adapter: str, fault: ProxyFault, lag: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = await run_scenario(adapter, fault, lag, monkeypatch)
+    assert out.converged_at is not None, out
+    assert (out.creates, out.made, out.duplicates, out.leaked) == (out.want, out.want, 0, 0), out
+    assert out.deleted == 0 and out.rows == out.want, out  # the machines made are the ones the rows hold
+    assert out.converged_at <= lag + 5.0, out  # adopted at the first listing that can show them
+
+
+async def test_a_lag_longer_than_declared_costs_one_duplicate_per_row_which_is_collected(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spheron declares 30 s; a cloud 45 s late gets a second create per row after 30 s. The bound: at most
+    one repeat per row per listing lag, and every repeat is deleted once seen (the row keeps the first)."""
+    out = await run_scenario("spheron", ProxyFault.RESET_AFTER_ACTING, 45.0, monkeypatch)
+    assert out.converged_at is not None, out
+    assert out.creates == out.made == 2 * out.want, out
+    assert out.duplicates == out.deleted == out.want and out.leaked == 0 and out.rows == out.want, out
