@@ -29,7 +29,7 @@ async def collect_garbage(
     ]
     if not unknown:
         return 0
-    stored = tick.uow.instances.stored_states(inst.key or "" for _, inst in unknown)
+    stored = await tick.db.run(tick.uow.instances.stored_states, [inst.key or "" for _, inst in unknown])
     # A live row another daemon stored after `live_keys` was read (before its create) makes it no garbage.
     unknown = [(name, inst) for name, inst in unknown if stored.get(inst.key or "") not in LIVE_STATES]
     if not unknown:
