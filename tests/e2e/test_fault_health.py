@@ -95,6 +95,7 @@ def two_accounts() -> Iterator[tuple[Account, Account]]:
 class DaemonUnderTest:
     def __init__(self, tmp: Path, a: Account, b: Account, **env: str) -> None:
         self.tmp, self.a, self.b = tmp, a, b
+        tmp.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
         self.env = {
             "SCALECTL_SPHERON_API_KEY": API_KEY,
