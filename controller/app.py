@@ -21,7 +21,7 @@ log = logging.getLogger("scalectl")
 
 
 def open_store(settings: Settings, *, migrate: bool = True) -> Store:
-    engine = make_engine(settings.resolved_database_url())
+    engine = make_engine(settings.resolved_database_url(), statement_timeout=settings.db_statement_timeout)
     if migrate:
         upgrade(engine)
     return Store(engine)

@@ -20,10 +20,11 @@ from scalectl.clocks import Clock, SystemClock
 from scalectl.clocks.scaled import ScaledClock
 from scalectl.controller.activation import ActivatedSignals, sync_gates
 from scalectl.controller.app import Controller, build_providers, open_store, provider_configs
+from scalectl.controller.call_deadline import with_deadline
 from scalectl.controller.ha.fencing import fence_commits, fenced
 from scalectl.controller.ha.lease import LeadershipLost
 from scalectl.controller.ha.replica import Replica
-from scalectl.controller.http_app import Health, build_http_app, http_server
+from scalectl.controller.http_app import Health, StatusUnavailable, build_http_app, http_server
 from scalectl.controller.metrics import DaemonMetrics
 from scalectl.controller.metrics_feed import MetricsFeed
 from scalectl.controller.provider_metrics import metered
@@ -32,6 +33,7 @@ from scalectl.controller.serving_hooks import ServingHooks, build_hooks
 from scalectl.controller.settings import Settings
 from scalectl.controller.startup import demo_clock, load_fleet, publish_clock, signal_source
 from scalectl.controller.store.errors import one_line
+from scalectl.controller.store.off_loop import StoreCalls, in_memory_sqlite
 from scalectl.controller.store.repository import Store
 from scalectl.controller.systemd import SystemdNotifier, watchdog_interval
 from scalectl.controller.version import scalectl_version
@@ -61,7 +63,20 @@ class Daemon:
         self.notifier = SystemdNotifier()
         self.metrics = DaemonMetrics(scalectl_version())
         self.metrics_feed = MetricsFeed(self.metrics)
-        self.health = Health(settings.tick_interval / options.speed, self.real_clock)
+        tick_real = settings.tick_interval / options.speed
+        # Store work runs in worker threads: the HTTP surface and the watchdog never wait on the database.
+        self.db = StoreCalls(self.real_clock)
+        self.health = Health(tick_real, self.real_clock, store_waiting=self.db.waiting)
+        # A provider call that takes longer is cut and its tier holds: one slow account costs a tick at most this.
+        self.call_deadline = settings.provider_call_deadline or max(tick_real, 5.0)
+        # A tick running this long is wedged (every call in it has a deadline or a timeout): stop feeding
+        # systemd's watchdog, so that it restarts the daemon.
+        self.wedged_after = max(10 * tick_real, 120.0)
+        self._tick_started: float | None = None  # real monotonic time the running tick began
+        self._wedged_logged = False
+        self._status_task: asyncio.Future[dict[str, Any]] | None = None
+        self._status_started = 0.0
+        self._fleet: FleetConfig | None = None  # the configuration the last tick read (no store read on the loop)
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
         self._ticks = 0
@@ -80,6 +95,7 @@ class Daemon:
     # ---- wiring ----------------------------------------------------------------------------------
     def build(self) -> Controller:
         store = open_store(self.settings)
+        self.db.threaded = not in_memory_sqlite(self.settings.resolved_database_url())
         self.replica = replica = Replica(
             store.engine,
             self.settings.resolved_database_url(),
@@ -99,15 +115,17 @@ class Daemon:
             self.clock = clock
             self._started = clock.now()
         fleet, embedded = load_fleet(store, self.options.config_file, self.clock.now())
+        self._fleet = fleet
         built = build_providers(provider_configs(fleet, self.settings), self.clock)
         # The reconciler acts only inside a valid term: its commits are fenced, its provider calls checked.
         acting_store = Store(store.engine)
         fence_commits(acting_store.sessions, replica.elector)
 
         def current_fleet() -> FleetConfig:  # providers added by `scalectl apply` while running count too
-            return self.controller.fleet if self.controller is not None else fleet
+            return self._fleet or fleet
 
-        signals = signal_source(self.clock, built, current_fleet)
+        retry_within = 2 * self.settings.tick_interval  # a source back from an outage is read again this soon
+        signals = signal_source(self.clock, built, current_fleet, retry_within=retry_within)
         providers = metered(built, self.metrics)
         if self.settings.routing != "none":  # scale-from-zero: requests to an empty tier wait here for it
             self.activator = Activator(acting=replica.is_leader, on_demand=self._wake, observe=self._activation_done)
@@ -124,19 +142,22 @@ class Daemon:
             max_concurrent_calls=self.settings.max_concurrent_provider_calls,
             offers_ttl=self.settings.offers_ttl,
             offer_unavailable_for=self.settings.offer_unavailable_for,
+            store_calls=self.db,
             **self.serving.reconciler_kwargs(),
         )
         self._config_version = store.config.version()
         self._publish_clock(store)
         return Controller(self.settings, self.clock, store, providers, signals, reconciler, {"embedded": embedded})
 
-    def _refresh_config(self, controller: Controller) -> None:
+    async def _refresh_config(self, controller: Controller) -> None:
         """`scalectl apply` while running: new providers get adapters; tiers are read every tick anyway."""
-        version = controller.store.config.version()
+        store = controller.store
+        version, fleet = await self.db.run(lambda: (store.config.version(), store.config.fleet_config()))
+        if fleet is not None:
+            self._fleet = fleet
         if version == self._config_version:
             return
         self._config_version = version
-        fleet = controller.store.config.fleet_config()
         if fleet is None:
             return
         if self.activator is not None:
@@ -150,8 +171,8 @@ class Daemon:
 
     def _fenced(self, providers: dict[str, Provider]) -> dict[str, Provider]:
         assert self.replica is not None
-        elector = self.replica.elector
-        return {name: fenced(provider, elector) for name, provider in providers.items()}
+        elector, deadline = self.replica.elector, self.call_deadline
+        return {name: with_deadline(fenced(p, elector), deadline, self.real_clock) for name, p in providers.items()}
 
     def _publish_clock(self, store: Store, *, running: bool = True) -> None:
         now, wall = self.clock.now(), self.real_clock.now()
@@ -164,18 +185,24 @@ class Daemon:
         if replica is None or self._stop.is_set():
             return
         try:
-            await asyncio.to_thread(self._elect_step, replica)
+            await self.db.run(self._elect_step, replica)
         except asyncio.CancelledError:  # shutdown cancels the job; the thread's statement ends by itself
             return
+        store_error = replica.store_error
+        if store_error is not None:  # readiness says so now, not only after ticks have failed for a while
+            self.health.store_failed(store_error)
+        else:
+            self.health.store_answered()
         owned = replica.owned_tiers()
         if owned is None:  # one leader acts on every tier (as many as its last tick saw; no store read here)
             held = self._tiers_ticked if replica.is_leader() else 0
         else:
             held = len(owned)
         self.metrics.observe_leadership(replica.housekeeper(), replica.epoch, held)
-        if not replica.is_leader():
+        if not replica.is_leader() and store_error is None:
             self.health.tick_ok()  # a healthy standby is ready: it serves status, metrics and webhooks
             self.notifier.watchdog()
+            self.metrics.ticks.labels("standby").inc()  # alive and in touch with the store: nothing to act on
             self._announce("standing by")
 
     def _elect_step(self, replica: Replica) -> None:
@@ -230,9 +257,9 @@ class Daemon:
             return
         async with self._lock:
             self._woken = False  # this tick reads the activator's count from here on
-            started = self.real_clock.monotonic()
+            self._tick_started = started = self.real_clock.monotonic()
             try:
-                self._refresh_config(controller)
+                await self._refresh_config(controller)
                 report = await controller.reconciler.tick(self.replica.begin_tick() if self.replica else None)
             except LeadershipLost as exc:
                 log.warning("stopped acting mid-tick, nothing more is committed: %s", exc)
@@ -240,6 +267,7 @@ class Daemon:
             except DBAPIError as exc:  # the store went away (restart, failover, cut connection): say so in a line
                 log.warning("reconcile tick failed: the store is unreachable (%s)", one_line(exc))
                 self.health.tick_failed(f"store unreachable: {one_line(exc)}")
+                self.health.store_failed(one_line(exc))
                 self.metrics.ticks.labels("error").inc()
             except Exception as exc:
                 log.exception("reconcile tick failed")
@@ -248,14 +276,15 @@ class Daemon:
             else:
                 self.health.tick_ok()
                 self._tiers_ticked = len(report.tiers)
-                self._observe(controller, report, self.real_clock.monotonic() - started)
+                await self.db.run(self._observe, controller, report, self.real_clock.monotonic() - started)
                 self._announce(f"reconciling {len(report.tiers)} tiers")
-                self.notifier.watchdog()
             finally:
+                self._tick_started = None
                 if self.replica is not None:
                     self.replica.end_tick()
+            self.notifier.watchdog()  # a tick ended, well or not: the loop is alive
             self._ticks += 1
-            self._publish_clock(controller.store)
+            await self.db.run(self._publish_clock, controller.store)
             if self.options.max_ticks is not None and self._ticks >= self.options.max_ticks:
                 self._stop.set()
             if self.options.run_for is not None and self.clock.now() - self._started >= self.options.run_for:
@@ -269,7 +298,7 @@ class Daemon:
         self._observe_held()
         try:
             owned = self.replica.owned_tiers() if self.replica is not None else None
-            tiers, providers = controller.fleet.tiers, list(controller.providers)
+            tiers, providers = (self._fleet or controller.fleet).tiers, list(controller.providers)
             self.metrics_feed.observe(report, controller.store, tiers, providers, seconds, owned=owned)
         except DBAPIError as exc:
             log.warning("metrics not updated after this tick: the store is unreachable (%s)", one_line(exc))
@@ -279,14 +308,33 @@ class Daemon:
     async def _prune(self) -> None:
         if self.controller is not None and self.replica is not None and self.replica.housekeeper():
             try:
-                removed = self.controller.store.records.prune(self.clock.now() - self.settings.retention_days * 86400)
+                removed = await self.db.run(
+                    self.controller.store.records.prune, self.clock.now() - self.settings.retention_days * 86400
+                )
             except DBAPIError as exc:  # the hourly prune waits for the next hour
                 log.warning("pruning old history skipped: the store is unreachable (%s)", one_line(exc))
                 return
             if removed:
                 log.info("pruned %d old decisions and events", removed)
 
-    def _status(self) -> dict[str, Any]:
+    async def _status(self) -> dict[str, Any]:
+        """/v1/status, read off the loop. One read at a time: while one waits on a store that does not answer,
+        later requests get the same one-line 503 instead of piling up threads behind it."""
+        limit = max(2 * self.health.tick_interval_real, 5.0)
+        task = self._status_task
+        if task is None or task.done():
+            self._status_task = task = asyncio.ensure_future(self.db.run(self._status_document))
+            self._status_started = self.real_clock.monotonic()
+        waited = self.real_clock.monotonic() - self._status_started
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), max(0.0, limit - waited))
+        except TimeoutError:
+            waited = self.real_clock.monotonic() - self._status_started
+            raise StatusUnavailable(f"store not answering: the status read has waited {waited:.0f}s") from None
+        except DBAPIError as exc:
+            raise StatusUnavailable(f"store unreachable: {one_line(exc)}") from None
+
+    def _status_document(self) -> dict[str, Any]:
         assert self.controller is not None and self.replica is not None
         stale_after = 3 * self.settings.leader_lease_ttl
         store, wall, world = self.controller.store, self.real_clock.now(), self.clock.now()
@@ -346,7 +394,7 @@ class Daemon:
             if server is not None and server_task is not None:
                 server.should_exit = True
                 await server_task
-            self._publish_clock(controller.store, running=False)
+            await self.db.run(self._publish_clock, controller.store, running=False)
             if self.replica is not None:
                 await asyncio.to_thread(self.replica.stop)  # hand the lease over at once
             await controller.aclose()
@@ -360,9 +408,18 @@ class Daemon:
         return 0
 
     async def _heartbeat(self) -> None:
-        ok, _ = self.health.ready()
-        if ok:
-            self.notifier.watchdog()
+        """systemd's watchdog, fed by the loop's own liveness: this job runs (the loop is not blocked) and
+        no tick has run past ``wedged_after``. Slow providers (deadlines) and an unreachable store (readiness
+        says so; a restart would not bring it back) do not starve it."""
+        started = self._tick_started
+        running = self.real_clock.monotonic() - started if started is not None else 0.0
+        if running > self.wedged_after:
+            if not self._wedged_logged:
+                self._wedged_logged = True
+                log.error("the reconcile tick has run for %.0fs: wedged; systemd's watchdog is no longer fed", running)
+            return
+        self._wedged_logged = False
+        self.notifier.watchdog()
 
     def _http_server(self) -> uvicorn.Server | None:
         if not self.options.serve_http:

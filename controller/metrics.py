@@ -163,7 +163,8 @@ class DaemonMetrics:
             registry=r,
         )
         self.ticks = Counter("scalectl_ticks", "Reconcile ticks by outcome", ["outcome"], registry=r)
-        for outcome in ("ok", "error", "deposed"):  # deposed: a leader that lost its term mid-tick
+        # deposed: a leader that lost its term mid-tick; standby: a standby's election step that reached the store
+        for outcome in ("ok", "error", "deposed", "standby"):
             self.ticks.labels(outcome)
         self.capacity = Gauge(
             "scalectl_tier_capacity_per_instance",

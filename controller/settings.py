@@ -51,6 +51,15 @@ class Settings(BaseModel):
         180.0, ge=0, description="Seconds an offer is skipped after a no-capacity answer (Karpenter: 3 min)"
     )
     max_concurrent_provider_calls: int = Field(32, ge=1)
+    provider_call_deadline: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds a provider call may take before it is cut and its tiers hold (the tick goes on); "
+        "default: the tick interval, at least 5 s",
+    )
+    db_statement_timeout: float = Field(
+        30.0, gt=0, description="PostgreSQL: seconds a statement may run before the server cancels it"
+    )
     leader_lease_ttl: float = Field(
         10.0,
         ge=1.0,

@@ -59,12 +59,19 @@ def demo_clock(store: Store, speed: float, wall: float) -> ScaledClock | None:
     return ScaledClock(speed, start=start)
 
 
-def signal_source(clock: Clock, providers: dict[str, Provider], fleet: Callable[[], FleetConfig]) -> SignalSource:
-    """Configured sources; on the simulated cloud, tiers that name none read the demo's synthetic load."""
+def signal_source(
+    clock: Clock,
+    providers: dict[str, Provider],
+    fleet: Callable[[], FleetConfig],
+    *,
+    retry_within: float = 10.0,
+) -> SignalSource:
+    """Configured sources; on the simulated cloud, tiers that name none read the demo's synthetic load.
+    ``retry_within``: the longest a failed source rests before it is read again (a tick or two)."""
     from scalectl.providers.simulated import SimulatedCloud
     from scalectl.sources.reader import SignalReader  # type: ignore[import-not-found, unused-ignore]
 
-    reader: SignalSource = SignalReader(clock)
+    reader: SignalSource = SignalReader(clock, backoff_cap=retry_within)
     cloud = next((p for p in providers.values() if isinstance(p, SimulatedCloud)), None)
     if cloud is None:
         return reader

@@ -56,7 +56,9 @@ class RetryPolicy:
     max_attempts: int = 4
     base_wait: float = 0.5  # the jittered exponential backoff starts here...
     max_wait: float = 8.0  # ...and never waits longer than this
-    max_retry_after: float = 60.0  # a wait the provider asks for is honoured up to this
+    # A wait the provider asks for (Retry-After) up to this long is waited inside the call; a longer one is
+    # not held in a call at all: the call fails with RateLimited and the whole account pauses until then.
+    max_retry_after: float = 60.0
     retry_on: tuple[type[ProviderError], ...] = (Transient, RateLimited)
 
     @property
@@ -229,6 +231,9 @@ class ApiClient:
         self._pacer = pacer
         self.budgets = budgets
         self._pace_lock = asyncio.Lock()
+        # The account's own pause: a 429's Retry-After holds every caller of this account (every tier, every
+        # tick), not just the call that got it. Monotonic, on the injected clock.
+        self._paused_until = 0.0
         self._jitter = wait_random_exponential(multiplier=self.retry.base_wait, max=self.retry.max_wait)
         self._client = httpx.AsyncClient(
             base_url=base_url.rstrip("/"),
@@ -271,9 +276,7 @@ class ApiClient:
             stop=stop_after_attempt(policy.max_attempts),
             wait=self._wait,
             # A spent budget of our own is not retried here: its wait is minutes, the next tick asks again.
-            retry=retry_if_exception(
-                lambda exc: isinstance(exc, policy.retry_on) and not isinstance(exc, BudgetExhausted)
-            ),
+            retry=retry_if_exception(lambda exc: isinstance(exc, policy.retry_on) and self._retry_in_call(exc)),
             sleep=self.clock.sleep,
             reraise=True,
         )
@@ -314,18 +317,52 @@ class ApiClient:
         await self._client.aclose()
 
     # ---- internals -------------------------------------------------------------------------------
+    def _retry_in_call(self, exc: BaseException) -> bool:
+        """A spent budget of our own, or a wait the provider asks for beyond ``max_retry_after``, is not
+        waited inside the call: the account is paused, and a later tick asks again."""
+        if isinstance(exc, BudgetExhausted):
+            return False
+        wait = exc.retry_after if isinstance(exc, ProviderError) else None
+        return wait is None or wait <= self.retry.max_retry_after
+
     def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, ProviderError) and exc.retry_after is not None and exc.retry_after >= 0:
-            return min(exc.retry_after, self.retry.max_retry_after)  # the provider said when; capped
+            return exc.retry_after  # the provider said when (never more than max_retry_after: see _retry_in_call)
         return float(self._jitter(state))
+
+    def paused_for(self) -> float:
+        """Seconds this account still waits for a provider's Retry-After (0: it may send)."""
+        return max(0.0, self._paused_until - self.clock.monotonic())
+
+    def _check_pause(self, what: str) -> None:
+        wait = self.paused_for()
+        if wait > 0:
+            raise RateLimited(
+                f"{what}: not sent, the provider asked for no requests for {wait:.0f}s more (Retry-After)",
+                provider=self.provider,
+                retry_after=wait,
+            )
+
+    def _pause(self, error: ProviderError) -> None:
+        if not isinstance(error, RateLimited) or error.retry_after is None or error.retry_after <= 0:
+            return
+        until = self.clock.monotonic() + error.retry_after
+        if until > self._paused_until + 1.0:  # a new or longer pause: say so once, not per caller
+            log.warning(
+                "%s: rate limited; no requests to this account for %.0fs (the provider's Retry-After)",
+                self.provider, error.retry_after,
+            )  # fmt: skip
+        self._paused_until = max(self._paused_until, until)
 
     async def _send(
         self, method: str, path: str, *, params: Mapping[str, Any] | None, json: Any, pacer: Pacer | None
     ) -> Any:
         headers = dict(self._auth_headers(self._key.load()))  # a missing key fails here, before any call
         budgets = [b for b in self.budgets if b.applies(method, path)]
+        self._check_pause(f"{method} {path}")
         await self._pace([p for p in (self._pacer, pacer) if p is not None], budgets, f"{method} {path}")
+        self._check_pause(f"{method} {path}")  # another caller was told to wait while this one was paced
         try:
             response = await self._client.request(method, path, params=params, json=json, headers=headers)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
@@ -351,6 +388,7 @@ class ApiClient:
             retry_after=retry_after_from(response.headers, self.clock.now()),
         )
         error = self._map_error(failure)
+        self._pause(error)
         log.info("%s %s %s -> HTTP %s (%s)", self.provider, method, path, failure.status, type(error).__name__)
         raise error
 

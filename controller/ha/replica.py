@@ -58,6 +58,7 @@ class Replica:
         path = sqlite_path(database_url)
         self.file_lock = SqliteDaemonLock(path) if path is not None else None
         self.started_at = wall.now()
+        self.store_error: str | None = None  # the last step's heartbeat could not reach the store (one line)
 
     @property
     def interval(self) -> float:
@@ -76,7 +77,13 @@ class Replica:
         try:
             self.leases.heartbeat(self.me, self.started_at, self.http, sharded=self.sharded)
         except Exception as exc:  # a missed heartbeat only makes status stale; the lease decides
-            log.warning("replica heartbeat failed: %s", one_line(exc))
+            if self.store_error is None:
+                log.warning("replica heartbeat failed: %s", one_line(exc))
+            self.store_error = one_line(exc)
+        else:
+            if self.store_error is not None:
+                log.info("replica heartbeat reaches the store again")
+            self.store_error = None
         members = self._members()
         if members is not None and self._disagree(members):
             return

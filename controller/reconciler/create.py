@@ -122,9 +122,9 @@ class CreatePhase:
                 failures, delay = self.backoffs.create_refused(tier_name, tick.now)
                 message = f"{failures} failed create(s) in a row; next try in {delay:g}s: {error}"
                 tick.event(tier_name, None, "create-backoff", message)
-            tick.uow.commit()
-            creates = self._replan(tick, retry)
-            tick.uow.commit()  # the new intents, before the next round calls the providers
+            await tick.db.run(tick.uow.commit)
+            creates = await tick.db.run(self._replan, tick, retry)
+            await tick.db.run(tick.uow.commit)  # the new intents, before the next round calls the providers
 
     def _answered(
         self, tick: Tick, create: PendingCreate, result: ProviderInstance | BaseException, refused: dict[str, str]

@@ -61,12 +61,13 @@ async def collect_garbage(
         if inst.key and inst.status not in ENDED
     ]
     unknown = [(name, inst) for name, inst in listed if inst.key not in live_keys]
-    stored = tick.uow.instances.stored_states(inst.key or "" for _, inst in unknown) if unknown else {}
+    keys = [inst.key or "" for _, inst in unknown]
+    stored = await tick.db.run(tick.uow.instances.stored_states, keys) if unknown else {}
     # A live row another daemon stored after `live_keys` was read (before its create) makes it no garbage.
     unknown = [(name, inst) for name, inst in unknown if stored.get(inst.key or "") not in LIVE_STATES]
     known_ended = set(stored)
     held = [(name, inst) for name, inst in listed if inst.key in live_keys]
-    holds = tick.uow.instances.held_ids(inst.key or "" for _, inst in held) if held else {}
+    holds = await tick.db.run(tick.uow.instances.held_ids, [inst.key or "" for _, inst in held]) if held else {}
     # A row that holds no instance yet adopts one this tick or the next: nothing under its key is a duplicate.
     doubled = [(n, i) for n, i in held if holds.get(i.key or "") not in (None, i.provider_id)]
     due = duplicates.due(doubled, seen, providers, tick.now)

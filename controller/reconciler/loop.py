@@ -39,6 +39,7 @@ from scalectl.controller.reconciler.rollouts import Rollouts
 from scalectl.controller.reconciler.sync import ReadinessCheck, SyncPhase
 from scalectl.controller.reconciler.tick import Tick, by_tier
 from scalectl.controller.store.instances import FleetShare
+from scalectl.controller.store.off_loop import StoreCalls
 from scalectl.controller.store.repository import Store
 from scalectl.domain.instance import Instance, InstanceState
 from scalectl.providers.base import Capacity, Provider
@@ -67,8 +68,11 @@ class Reconciler:
         max_concurrent_calls: int = 32,
         offers_ttl: float = OFFERS_TTL,
         offer_unavailable_for: float = UNAVAILABLE_FOR,
+        store_calls: StoreCalls | None = None,
     ):
         self.store, self.clock = store, clock
+        # The daemon runs store work in worker threads (its loop keeps answering); tests and the simulator inline.
+        self.db = store_calls or StoreCalls(clock, threaded=False)
         self.providers = dict(providers)  # the daemon adds adapters for providers applied while running
         calls = Calls(max_concurrent_calls)
         self.backoffs = Backoffs(offer_unavailable_for)
@@ -95,52 +99,78 @@ class Reconciler:
         daemon holds leases on; only the scope's housekeeper deletes instances no live row explains."""
         now = self.clock.now()
         report = TickReport(t=now)
-        fleet = self.store.config.fleet_config()
+        db = self.db.run
+        fleet = await db(self.store.config.fleet_config)
         configured = dict(fleet.tiers) if fleet is not None else {}
         tiers = configured if scope is None else {n: t for n, t in configured.items() if scope.owns(n)}
-        new, gone = self.decide.follow(tiers, now)  # policy timers and history, from the store for new tiers
+        new, gone = await db(self.decide.follow, tiers, now)  # policy timers and history, from the store
         if not self._started:  # what the store remembers: back-offs, every tier's and offer-wide
-            self.backoffs.load(self.store.failures.history(now - self.backoffs.memory))
+            self.backoffs.load(await db(self.store.failures.history, now - self.backoffs.memory))
             self._started = True
         elif new or gone:  # tiers taken over (or applied) resume their back-offs; those handed over drop theirs
-            self.backoffs.follow(self.store.failures.history(now - self.backoffs.memory), new, gone)
+            self.backoffs.follow(await db(self.store.failures.history, now - self.backoffs.memory), new, gone)
         report.provider_errors.update(await self.offers.refresh(tiers))
-        with self.store.unit_of_work() as uow:
-            tick = Tick(now, tiers, uow, report)
+        uow = await db(self.store.unit_of_work().__enter__)
+        try:
+            tick = Tick(now, tiers, uow, report, db=self.db)
             # Sharded, a tick builds only its own tiers' instances: the rest of the fleet is a sum for the
             # fleet budget and, for the housekeeper, a set of keys for garbage collection.
-            live = uow.instances.live(None if scope is None else scope.tiers)
+            live = await db(uow.instances.live, None if scope is None else scope.tiers)
             housekeeping = scope is None or scope.housekeeping
             known = set()  # the keys of every live row, read before the listings (garbage collection)
             if housekeeping:
-                known = {i.key for i in live} if scope is None else uow.instances.live_keys()
+                known = {i.key for i in live} if scope is None else await db(uow.instances.live_keys)
             seen = await self.sync.run(tick, live, everywhere=housekeeping)
+            self._note_unanswered(tick)
             if housekeeping:
                 report.orphans_deleted = await collect_garbage(
                     tick, self.providers, self._calls, seen, known, self.duplicates
                 )
-            others = {} if scope is None else uow.instances.live_shares(excluding=scope.tiers)
-            uow.commit()
+            others = {} if scope is None else await db(uow.instances.live_shares, excluding=scope.tiers)
+            await db(uow.commit)
             live = [i for i in live if i.state.is_live]
             grouped = by_tier(live)
-            tick.removed = self._removed_tiers(configured, grouped)
+            tick.removed = await db(self._removed_tiers, configured, grouped)
             readings = await self.decide.read_signals(tiers, grouped)
             creates = self.creates.retries(tick, live)
             cap = fleet.budget_per_hour if fleet is not None else None
             tick.fleet_budget = self._fleet_budget(cap, configured, grouped, others)
-            tick.rollout_controls = self.store.rollouts.controls()
-            for name in self._planning_order(tiers):  # who gets capacity first when the fleet budget binds
-                creates += self._decide_and_plan(tick, name, tiers[name], grouped[name], readings[name])
+            tick.rollout_controls = await db(self.store.rollouts.controls)
+            # Planning is pure but for the store reads and writes it makes (policy state, rollouts): one trip.
+            creates += await db(self._plan_tiers, tick, tiers, grouped, readings)
             for name in set(grouped) - set(configured):  # tier removed from the configuration: retire everything
                 for inst in grouped[name]:
                     if inst.state is not InstanceState.DRAINING:
                         tick.record(inst.start_draining(now, "tier removed from the configuration"))
-            uow.commit()  # the crash rule: intents are stored before any provider is asked to create them
+            await db(uow.commit)  # the crash rule: intents are stored before any provider is asked to create them
             await self.creates.run(tick, creates)
             await self.retire.run(tick, live)
-            uow.commit()
+            await db(uow.commit)
             await self.routes.run(tick)
+        finally:
+            await db(uow.__exit__, None, None, None)
         return report
+
+    def _note_unanswered(self, tick: Tick) -> None:
+        """A tier whose provider did not answer keeps what it has: say so on the tier (once, then every few
+        minutes while it lasts), not only in the daemon's log."""
+        errors = tick.report.provider_errors
+        for name, tier in tick.tiers.items():
+            failing = [f"{p}: {errors[p]}" for p in tier.providers if p in errors]
+            if failing:
+                self.recorder.note(tick, name, "provider-unanswered", "holds its instances: " + "; ".join(failing))
+
+    def _plan_tiers(
+        self,
+        tick: Tick,
+        tiers: Mapping[str, TierSpec],
+        grouped: Mapping[str, list[Instance]],
+        readings: Mapping[str, TierReading],
+    ) -> list[PendingCreate]:
+        creates: list[PendingCreate] = []
+        for name in self._planning_order(tiers):  # who gets capacity first when the fleet budget binds
+            creates += self._decide_and_plan(tick, name, tiers[name], grouped[name], readings[name])
+        return creates
 
     @staticmethod
     def _fleet_budget(

@@ -76,7 +76,7 @@ class Routes:
     async def run(self, tick: Tick) -> None:
         if self.update is None:
             return
-        grouped = by_tier(tick.uow.instances.live())
+        grouped = by_tier(await tick.db.run(tick.uow.instances.live))
         for name, tier in tick.tiers.items():
             ready = (i for i in grouped[name] if i.state is InstanceState.READY and i.address)
             await self._route(name, tier, sorted(i.address for i in ready if i.address))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from scalectl.controller.reconciler.fleet_budget import FleetBudget
 from scalectl.controller.reconciler.report import TickReport
 from scalectl.controller.reconciler.rollout import RolloutControl
+from scalectl.controller.store.off_loop import StoreCalls
 from scalectl.controller.store.unit_of_work import UnitOfWork
 from scalectl.domain.instance import Instance, InstanceEvent
 from scalectl.tiers.config import TierSpec
@@ -21,6 +22,7 @@ class Tick:
     tiers: Mapping[str, TierSpec]
     uow: UnitOfWork
     report: TickReport
+    db: StoreCalls = field(default_factory=StoreCalls.inline)  # runs the phases' store work (off the loop)
     removed: Mapping[str, TierSpec] = field(default_factory=dict)  # tiers gone from the config, still draining
     fleet_budget: FleetBudget = field(default_factory=lambda: FleetBudget(None, 0.0))
     server_hashes: dict[str, str] = field(default_factory=dict)  # tier -> the server its instances should run

@@ -69,7 +69,7 @@ class SignalReader:
         timeout: float = 2.0,
         concurrency: int = 64,
         backoff_base: float = 2.0,
-        backoff_cap: float = 60.0,
+        backoff_cap: float = 10.0,  # a source back from an outage is read again within a tick or two
         env: Mapping[str, str] | None = None,
         client: httpx.AsyncClient | None = None,
     ):
@@ -175,9 +175,9 @@ class SignalReader:
         try:
             counts = await self._broker(url, queue).read(queue.queues)
         except BrokerError as exc:
-            self._backoff.failure(backoff_key, str(exc))
+            self._backoff.failure(backoff_key, str(exc), f"broker {mask_url(url)}")
             return _Part(unknown, {"queue": str(exc)}, ("queue",))
-        self._backoff.success(backoff_key)
+        self._backoff.success(backoff_key, f"broker {mask_url(url)}")
         errors = {"queue": "; ".join(counts.notes)} if counts.notes and counts.in_flight_total is None else {}
         return _Part(
             {"queue_depth": counts.depth, "in_flight": counts.in_flight_total},
@@ -206,11 +206,11 @@ class SignalReader:
         for result in await self._scraper.scrape(due, metrics.path):
             key, name = f"vllm {result.endpoint}", f"vllm {display(result.endpoint)}"
             if result.snapshot is None:
-                self._backoff.failure(key, result.error or "failed")
+                self._backoff.failure(key, result.error or "failed", name)
                 errors[name] = result.error or "failed"
                 failed.append(name)
                 continue
-            self._backoff.success(key)
+            self._backoff.success(key, name)
             state.window.add(result.endpoint, result.snapshot)
             answering.append(result.endpoint)
             if result.snapshot.problems:
@@ -230,13 +230,13 @@ class SignalReader:
         try:
             result = await self._prometheus.read(metrics, now=now, stale_after=spec.stale_after)
         except PrometheusError as exc:
-            self._backoff.failure(backoff_key, str(exc))
+            self._backoff.failure(backoff_key, str(exc), f"prometheus {mask_url(url)}")
             return _Part(unknown, {"prometheus": str(exc)}, ("prometheus",))
         if result.all_failed:  # nothing answered: treat the server as down
             first = next(iter(result.errors.values()))
-            self._backoff.failure(backoff_key, first)
+            self._backoff.failure(backoff_key, first, f"prometheus {mask_url(url)}")
             return _Part(unknown, {"prometheus": first}, ("prometheus",))
-        self._backoff.success(backoff_key)
+        self._backoff.success(backoff_key, f"prometheus {mask_url(url)}")
         values = _signal_values(result.figures)
         rate, previous = result.figures.request_rate, state.last_prometheus_read
         values["arrivals"] = rate * (now - previous) if rate is not None and previous is not None else None

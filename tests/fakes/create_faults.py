@@ -197,7 +197,7 @@ async def run_scenario(
         engine = make_engine("sqlite://")
         Base.metadata.create_all(engine)
         store = Store(engine)
-        store.apply_config(parse_config(text, "tiers.yaml"), text, "tiers.yaml", clock.now())
+        store.config.apply(parse_config(text, "tiers.yaml"), text, "tiers.yaml", clock.now())
         reconciler = Reconciler(store, {account.name: provider}, StaticSignals(clock), clock, policy=PolicyRunner())
         start, converged_at, calm = clock.now(), None, 0
         try:
