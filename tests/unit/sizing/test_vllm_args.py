@@ -63,6 +63,7 @@ def test_kv_warning_only_when_the_p95_context_does_not_fit_max_num_seqs(p95: int
     # About 1.0M KV tokens: 200 sequences fit at 4,096 (819k tokens), not at 8,192 (1.6M).
     spec = ServingSpec(max_model_len=131072, target_concurrency=100, context_target=p95)
     reasons = tune_vllm_args(spec, "H100-SXM5-80GB").reasons()
+    assert any(r.startswith("warning:") for r in reasons) is warned
     assert any(r.startswith("warning:") and "p95 context" in r for r in reasons) is warned
 
 
