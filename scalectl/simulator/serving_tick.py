@@ -82,10 +82,11 @@ class TickResult:
 def too_long(d: FloatArray, max_model_len: int) -> BoolArray:
     """Requests vLLM refuses with HTTP 400: prompt + requested output over ``--max-model-len``. vLLM's
     OpenAI server compares prompt tokens + ``max_tokens`` (or ``max_completion_tokens``) with max_model_len
-    (``_validate_input`` in vllm/entrypoints/openai/serving_engine.py: "This model's maximum context length is
-    N tokens. However, you requested M tokens..."); unset, max_tokens fills what the prompt leaves, so only a
-    prompt of max_model_len or more is refused. A trace records the output a request got, which its client
-    asked for at least: prompt + output over max_model_len is refused whichever way the client set it."""
+    ("'max_tokens' or 'max_completion_tokens' is too large: M. This model's maximum context length is N tokens
+    and your request has P input tokens (M > N - P)"; older: "This model's maximum context length is N
+    tokens. However, you requested ..."); unset, max_tokens fills what the prompt leaves, and a prompt of
+    max_model_len or more is refused (V1's input processor). A trace records the output a request got, which
+    its client asked for at least: prompt + output over max_model_len is refused however the client set it."""
     return d[:, N_IN] + d[:, N_OUT] > max_model_len
 
 

@@ -110,3 +110,28 @@ class _Once:
     def arrivals(self, t0: float, t1: float) -> Requests:
         out, self._requests = self._requests, None
         return out if out is not None else empty()
+
+
+@pytest.mark.parametrize(("prompt", "share"), [(600, 0.0), (6000, 1.0)])
+def test_the_workload_share_over_max_model_len_is_warned_before_the_run(prompt: float, share: float) -> None:
+    from scalectl.simulator.context_limit import share_over
+    from scalectl.simulator.workloads.spec import PoissonLoad
+
+    load = PoissonLoad.model_validate({"kind": "poisson", "rate": 1.0, "input_tokens": prompt, "output_tokens": 100})
+    assert share_over(load, None, 4096) == share  # type: ignore[arg-type]  # synthetic loads need no workload
+
+
+def test_a_lognormal_prompt_share_over_the_limit_is_estimated() -> None:
+    from scalectl.simulator.context_limit import share_over
+    from scalectl.simulator.workloads.spec import PoissonLoad
+
+    # Lognormal, mean 3,000, cv 0.5: P(prompt + 96 > 4,096) = P(prompt > 4,000) ≈ 0.20 (by the lognormal CDF).
+    load = PoissonLoad.model_validate(
+        {"kind": "poisson", "rate": 1.0, "input_tokens": {"mean": 3000, "cv": 0.5}, "output_tokens": 96}
+    )
+    sigma = np.sqrt(np.log1p(0.25))
+    mu = np.log(3000) - sigma**2 / 2
+    from math import erf, log, sqrt
+
+    want = 0.5 * (1 - erf((log(4000.5) - mu) / (sigma * sqrt(2))))
+    assert share_over(load, None, 4096) == pytest.approx(want, abs=0.005)  # type: ignore[arg-type]
