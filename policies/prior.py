@@ -1,11 +1,12 @@
 """The prior for capacity per instance: the requests one server runs at once, as `scalectl plan` sizes it.
 
-vLLM admits up to ``--max-num-seqs`` sequences (the sizing rules set it to 2× ``scalectl.serving.target_concurrency``,
-capped at the KV-cache slots); every request beyond that waits, and its TTFT grows with the wait. Poisson
-arrivals fill the last slots only in bursts, and a fuller batch makes every decode step slower, so queueing
-starts before the limit: at about ``KNEE_SHARE`` of it (the calibrated instance model breaks between 80%
-and 90% of its sequence slots). That is the prior. Where prefill compute runs out first (long prompts),
-TTFT breaks earlier: ``compute_prior`` is that second limit, in tokens per second, and the fleet's own TTFT
+vLLM admits up to ``--max-num-seqs`` sequences (the sizing rules set it to 2×
+``scalectl.serving.target_concurrency``, not capped by the KV cache, which vLLM fills by the blocks
+sequences hold); every request beyond that waits, and its TTFT grows with the wait. Poisson arrivals fill
+the last slots only in bursts, and a fuller batch makes every decode step slower, so queueing starts before
+the limit: at about ``KNEE_SHARE`` of it (the calibrated instance model breaks between 80% and 90% of its
+sequence slots). That is the prior. Where prefill compute runs out first (long prompts), TTFT breaks
+earlier: ``compute_prior`` is that second limit, in tokens per second, and the fleet's own TTFT
 observations bring the first one down (policies/capacity.py).
 """
 
@@ -16,7 +17,6 @@ from functools import lru_cache
 from scalectl.sizing.engine import launched_engine
 from scalectl.sizing.errors import SizingError
 from scalectl.sizing.gpus import UnknownGpu
-from scalectl.sizing.plan import make_plan
 from scalectl.sizing.spec import ServingSpec
 from scalectl.sizing.vllm_args import max_num_seqs
 
@@ -31,22 +31,9 @@ def capacity_prior(serving: ServingSpec, gpu: str, gpu_count: int) -> float:
 
 @lru_cache(maxsize=256)
 def admitted_sequences(serving: ServingSpec, gpu: str, gpu_count: int) -> float:
-    """The sequences one server runs at once (``--max-num-seqs``): every request beyond them waits."""
-    try:
-        plan = make_plan(
-            serving.model,
-            gpu,
-            weights=serving.weights_dtype,
-            kv=serving.kv_cache_dtype,
-            max_model_len=serving.effective_max_model_len,
-            gpu_memory_utilization=serving.gpu_memory_utilization,
-            gpu_count=gpu_count,
-            config_json=serving.config_json,
-            runtime_overhead_gib=serving.runtime_overhead_gib,
-        )
-    except (SizingError, UnknownGpu, ValueError, OSError):
-        return float(max_num_seqs(serving.target_concurrency))  # a model or GPU the catalogue cannot size
-    return float(max_num_seqs(serving.target_concurrency, plan.math.slots))
+    """The sequences one server runs at once (``--max-num-seqs``, as ``tune_vllm_args`` sets it): every
+    request beyond them waits. The KV cache does not cap it: vLLM admits by the blocks sequences hold."""
+    return float(max_num_seqs(serving.target_concurrency))
 
 
 @lru_cache(maxsize=256)

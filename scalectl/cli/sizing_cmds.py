@@ -86,6 +86,9 @@ def vllm_args(
         fail(f'{file}: tier "{tier}": {exc}', EXIT_USAGE)
     if output is Format.table:
         typer.echo(shlex.join(tuned.command()))
+        for line in tuned.notes:  # warnings on stderr: stdout stays a command line to paste
+            if line.startswith(("warning:", "note:")):
+                typer.echo(line, err=True)
         return
     emit(tuned.to_dict(), output)
 

@@ -46,6 +46,7 @@ from scalectl.simulator.baselines import (
     run_baselines,
 )
 from scalectl.simulator.cloud_events import CloudEvents
+from scalectl.simulator.context_limit import context_warnings
 from scalectl.simulator.fleet import Fleet, TierModel, tier_models
 from scalectl.simulator.fleet_signals import FleetSignals, activated_tiers
 from scalectl.simulator.report import Report, build_report
@@ -151,6 +152,7 @@ def simulate(
     """Run the workload through the controller (and the baselines), return the report."""
     opts = options or RunOptions()
     models = models_for(config, workload, workload_source)
+    before = context_warnings(workload, models, {name: config.tiers[name] for name in workload.tiers})
     subset = FleetConfig(tiers={n: config.tiers[n] for n in workload.tiers}, providers=config.providers)
     low, high = workload.cloud.provision_delay
     settings = BaselineSettings(
@@ -194,7 +196,8 @@ def simulate(
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     result.report.baselines = {k: dict(v) for k, v in baselines.items()}
-    result.report.warnings = result.report.bound_warnings({name: config.tiers[name].max for name in workload.tiers})
+    maxes = {name: config.tiers[name].max for name in workload.tiers}
+    result.report.warnings = before + result.report.bound_warnings(maxes)
     result.report.warnings += result.report.reach_warnings(opts.slo_goal)
     return result
 

@@ -43,6 +43,8 @@ class TierOutcome:
     lost_tasks: int
     timed_out: int = 0  # serving: requests whose clients gave up before a first token (counted as misses)
     refused: int = 0  # serving: requests the activator refused at zero, holding its most (counted as misses)
+    rejected_too_long: int = 0  # serving: refused by vLLM, prompt + output over max_model_len (counted as misses)
+    preemptions: int = 0  # serving: sequences vLLM preempted for KV cache blocks (recomputed later)
 
     @property
     def slo_attainment(self) -> float | None:
@@ -96,12 +98,14 @@ def outcomes(fleet: Fleet, duration_s: float) -> dict[str, TierOutcome]:
         # Requests still without a first token at the end count as misses once past the target.
         overdue = int((duration_s - serving.awaiting_first_token() > target).sum())
         # A refused request never had a first token (recorded as inf): a miss, but no TTFT to take quantiles of.
-        ttft_p50, ttft_p95, ttft_p99 = _qs(ttft[np.isfinite(ttft)] if srec.refused else ttft, 0.5, 0.95, 0.99)
+        never = srec.refused or srec.rejected_too_long
+        ttft_p50, ttft_p95, ttft_p99 = _qs(ttft[np.isfinite(ttft)] if never else ttft, 0.5, 0.95, 0.99)
         e2e_p50, e2e_p95 = _qs(e2e, 0.5, 0.95)
         out[name] = TierOutcome(
             name, "serving", srec.arrivals, target, met, ttft.shape[0] + overdue,
             ttft_p50, ttft_p95, ttft_p99, e2e_p50, e2e_p95, None, None,
             cost, gpu_hours, meter.peak_ready, meter.interruptions, srec.retries, 0, srec.abandoned, srec.refused,
+            srec.rejected_too_long, srec.preemptions,
         )  # fmt: skip
     return out
 
@@ -169,6 +173,8 @@ class Report:
             "lost_tasks": sum(t.lost_tasks for t in tiers),
             "timed_out": sum(t.timed_out for t in tiers),
             "refused": sum(t.refused for t in tiers),
+            "rejected_too_long": sum(t.rejected_too_long for t in tiers),
+            "preemptions": sum(t.preemptions for t in tiers),
         }
         for name in BASELINES:
             costs = [b[name].cost for b in self.baselines.values() if name in b]
@@ -245,6 +251,12 @@ class Report:
                     "activator at zero, which already held its activator.max_held (503; counted as misses): a tier "
                     "whose traffic cannot wait out a boot keeps `min: 1` (every held request goes to the first "
                     "instance)"
+                )
+            if t.rejected_too_long:
+                lines.append(
+                    f"tier {t.tier}: {t.rejected_too_long:,} requests ({_share(t.rejected_too_long, t.requests)}) "
+                    "were refused by vLLM: prompt + output over the tier's max_model_len (HTTP 400; counted as "
+                    "misses); raise serving.max_model_len (or context_target) to the traffic's longest context"
                 )
         return lines
 

@@ -131,6 +131,8 @@ class PoolRecord:
     retries: int = 0
     abandoned: int = 0  # requests whose client gave up before the first token (recorded as misses)
     refused: int = 0  # requests the activator refused at zero, already holding its most (TTFT recorded as inf)
+    rejected_too_long: int = 0  # refused by vLLM: prompt + output over max_model_len (HTTP 400; TTFT inf)
+    preemptions: int = 0  # sequences preempted for KV blocks (vllm:num_preemptions_total)
 
     def judged(self, at: FloatArray, ttft: FloatArray, origin: FloatArray) -> None:
         """Requests judged: when (first token, cut or refused), their client-side TTFT and when they were sent."""
@@ -158,8 +160,8 @@ class PoolCheckpoint:
     window_arrivals: int
     window_done: int
     last_arrivals: int
-    recorded: tuple[int, int, int, int, int, int, int, int, int]  # lengths of the record's lists, arrivals,
-    # retries, abandoned, refused
+    recorded: tuple[int, int, int, int, int, int, int, int, int, int, int]  # lengths of the record's lists,
+    # arrivals, retries, abandoned, refused, rejected_too_long, preemptions
 
 
 class ServingPool:
@@ -258,7 +260,7 @@ class ServingPool:
             self._prefill_free, self._inflight, self._unrouted, tuple(self._window), self._window_tokens.copy(),
             self._hist.copy(), self._window_arrivals, self._window_done, self._last_arrivals,
             (len(rec.ttft_at), len(rec.ttft), len(rec.ttft_origin), len(rec.e2e), len(rec.timeline), rec.arrivals,
-             rec.retries, rec.abandoned, rec.refused),
+             rec.retries, rec.abandoned, rec.refused, rec.rejected_too_long, rec.preemptions),
         )  # fmt: skip
 
     def restore(self, cp: PoolCheckpoint) -> None:
@@ -271,7 +273,10 @@ class ServingPool:
         self._last_arrivals = cp.last_arrivals
         self._lane_cache = None
         rec = self.record
-        n_at, n_ttft, n_origin, n_e2e, n_timeline, rec.arrivals, rec.retries, rec.abandoned, rec.refused = cp.recorded
+        n_at, n_ttft, n_origin, n_e2e, n_timeline, rec.arrivals, rec.retries, rec.abandoned, rec.refused, *rest = (
+            cp.recorded
+        )
+        rec.rejected_too_long, rec.preemptions = rest
         del rec.ttft_at[n_at:], rec.ttft[n_ttft:], rec.ttft_origin[n_origin:], rec.e2e[n_e2e:]
         del rec.timeline[n_timeline:]
 
@@ -341,15 +346,15 @@ class ServingPool:
         keys = _keys(sent.icol(SESSION), sent.icol(ROUND))
         result = self._run(t0, t1, sent, self._est)
         for _ in range(MAX_CLOSED_LOOP_PASSES):
-            done = result.done
-            s, r, t = source.next_sends(done.icol(SESSION), done.icol(ROUND), result.done_end, t1)
+            done, done_end = _answered(result)
+            s, r, t = source.next_sends(done.icol(SESSION), done.icol(ROUND), done_end, t1)
             new_keys = _keys(np.concatenate([first.icol(SESSION), s]), np.concatenate([first.icol(ROUND), r]))
             differ = np.setxor1d(keys, new_keys, assume_unique=True).shape[0]
             if differ <= TOLERATED_MISMATCH * max(new_keys.shape[0], 1):
                 break
             keys, sent = new_keys, Requests.concat([first, source.make(s, r, t)])
             result = self._run(t0, t1, sent, self._est)
-        source.commit(sent, result.done, result.done_end, t1)
+        source.commit(sent, *_answered(result), t1)
         return result, sent
 
     def _forecast_rounds(
@@ -454,6 +459,11 @@ class ServingPool:
         rec.arrivals += n_new
         self._last_arrivals = n_new
         rec.judged(result.ttft_at, result.ttft, result.ttft_origin)
+        rejected = result.rejected.data
+        if rejected.shape[0]:  # vLLM's 400: a miss that never has a first token (TTFT inf)
+            rec.judged(rejected[:, COL_T], np.full(rejected.shape[0], np.inf), rejected[:, ORIGIN])
+            rec.rejected_too_long += int(rejected.shape[0])
+        rec.preemptions += result.preempted
         rec.e2e.append(result.done_e2e.astype(np.float32))
         # Sliding window of TTFT as a histogram, like vLLM's own metric read over `window_s`.
         counts = self._hist.counts(result.ttft)
@@ -533,6 +543,16 @@ def _instead(off: BoolArray, during: Estimates, est: Estimates) -> Estimates:
         np.where(off, during.kv_tokens, est.kv_tokens),
         np.where(off, during.prefill_busy, est.prefill_busy),
     )
+
+
+def _answered(result: TickResult) -> tuple[Requests, FloatArray]:
+    """The requests answered in the tick and when their clients had the answer: those served, and those
+    vLLM refused as too long (its 400 comes back at once, after the client's own overhead)."""
+    rejected = result.rejected
+    if not len(rejected):
+        return result.done, result.done_end
+    at = rejected.col(COL_T) + rejected.col(OVERHEAD)
+    return Requests.concat([result.done, rejected]), np.concatenate([result.done_end, at])
 
 
 def _decode_end(d: FloatArray, on: np.ndarray, t0: float, rate: FloatArray) -> FloatArray:

@@ -4,14 +4,18 @@ Within a tick each instance runs at a constant decode step time, set by its batc
 (estimated from the previous pass). Prompts go through a FIFO "prefill lane" per instance; its exact
 departure times come from the Lindley recursion D_i = max(S_i, D_{i-1}) + s_i, solved for every request
 of every instance at once with a cumulative sum and a segmented running maximum. Admission limits
-(``max_num_seqs``, KV capacity) are checked per instance: when they cannot bind during the tick (the usual
-case) everything is vectorised; an instance at its limit is stepped request by request (FCFS, as vLLM does).
+(``max_num_seqs``, KV blocks) are checked per instance: when they cannot bind during the tick (the usual
+case: even every sequence's final length fits) everything is vectorised; an instance at its limit is stepped
+event by event as vLLM's V1 scheduler runs it: FCFS admission while a sequence slot and the blocks of the
+request's context are free, each sequence taking a further 16-token block as it grows, and when none is
+free the most recently admitted sequence is preempted (its blocks freed, requeued first, recomputed later).
+
+A request whose prompt and output exceed ``max_model_len`` is refused on arrival (vLLM answers HTTP 400).
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterator
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +40,7 @@ from scalectl.simulator.requests import (
 )
 from scalectl.simulator.requests import T as COL_T
 from scalectl.sizing.engine import EngineProfile
+from scalectl.sizing.kv import BLOCK_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +75,24 @@ class TickResult:
     done: Requests  # requests completed in (t0, t1]
     done_end: FloatArray  # client-side completion time
     done_e2e: FloatArray  # client-side end-to-end latency
+    rejected: Requests  # refused on arrival: prompt + output over max_model_len (vLLM's HTTP 400)
+    preempted: int = 0  # sequences preempted for KV blocks during the tick (vllm:num_preemptions_total)
+
+
+def too_long(d: FloatArray, max_model_len: int) -> BoolArray:
+    """Requests vLLM refuses with HTTP 400: prompt + requested output over ``--max-model-len``. vLLM's
+    OpenAI server compares prompt tokens + ``max_tokens`` (or ``max_completion_tokens``) with max_model_len
+    ("'max_tokens' or 'max_completion_tokens' is too large: M. This model's maximum context length is N tokens
+    and your request has P input tokens (M > N - P)"; older: "This model's maximum context length is N
+    tokens. However, you requested ..."); unset, max_tokens fills what the prompt leaves, and a prompt of
+    max_model_len or more is refused (V1's input processor). A trace records the output a request got, which
+    its client asked for at least: prompt + output over max_model_len is refused however the client set it."""
+    return d[:, N_IN] + d[:, N_OUT] > max_model_len
+
+
+def blocks(tokens: FloatArray) -> FloatArray:
+    """Tokens rounded up to whole KV blocks, in tokens (vLLM allocates 16-token blocks)."""
+    return np.ceil(tokens / BLOCK_TOKENS) * BLOCK_TOKENS  # type: ignore[no-any-return]
 
 
 def lane_for(profile: EngineProfile, est: Estimates) -> tuple[Lane, FloatArray]:
@@ -101,18 +124,25 @@ def simulate_tick(
     lane, rate = lane_rate if lane_rate is not None else lane_for(profile, est)
     rel_free = prefill_free - t0  # times relative to t0 inside the scan (keeps float error tiny)
 
+    refused = too_long(new.data, profile.max_model_len)
+    rejected = Requests(new.data[refused]) if refused.any() else Requests(new.data[:0])
+    if refused.any():
+        new = Requests(new.data[~refused])
     d = Requests.concat([carried, new]).data
     inst = d[:, INST].astype(np.int64)
-    first = d[:, FIRST].copy()
+    first = d[:, FIRST].copy()  # when decoding (re)starts: the first token, or a resume after preemption
     admitted = d[:, ADMITTED] > 0
-    remaining = d[:, REMAINING]
+    remaining = d[:, REMAINING].copy()
     served = np.zeros(d.shape[0])  # step stretching caused by prompts admitted this tick
     end = np.maximum(first - t0, 0.0) + remaining / rate[inst]  # NaN for the not yet admitted
+    preempted = 0
 
     candidates = ~admitted
     if candidates.any():
-        prompt = np.maximum(d[:, N_IN] - d[:, N_CACHED], 1.0)
-        reserve = d[:, N_IN] + d[:, N_OUT]
+        # A preempted request (first token delivered, then requeued) recomputes its prompt and its output so far.
+        redone = np.where(d[:, TTFT_DONE] > 0, d[:, N_OUT] - remaining, 0.0)
+        prompt = np.maximum(d[:, N_IN] - d[:, N_CACHED], 1.0) + redone
+        reserve = blocks(d[:, N_IN] + d[:, N_OUT])  # the most KV a sequence ever holds
         count = np.bincount(inst, minlength=n_slots)
         tokens = np.bincount(inst, weights=reserve, minlength=n_slots)
         maybe = (count > profile.max_num_seqs) | (tokens > profile.kv_capacity_tokens)
@@ -120,19 +150,24 @@ def simulate_tick(
         cand = np.flatnonzero(candidates)
         _scan_fast(profile, cand, d, inst, t0, lane, prompt, rate, rel_free, first, end, served)
         admitted[cand] = True
+        ttft_time = first.copy()
         if maybe.any():
             # Admitting everyone on arrival is right unless the limits were actually reached: check the peak.
             for slot in _over_limit(profile, d, inst, maybe, candidates, t0, end, reserve):
                 redo = candidates & (inst == slot)
                 first[redo], end[redo], served[redo], admitted[redo] = np.nan, np.inf, 0.0, False
                 rel_free[slot] = saved_free[slot]
-                _step_limited(profile, slot, d, inst, candidates, reserve, t0, span, lane, prompt, rate, rel_free,
-                              first, end, admitted, served)  # fmt: skip
+                ttft_time[redo] = np.nan
+                preempted += _step_limited(profile, slot, d, inst, candidates, t0, span, lane, prompt, rate,
+                                           rel_free, first, end, admitted, served, remaining, ttft_time)  # fmt: skip
+    else:
+        ttft_time = first.copy()
     end[~admitted] = np.inf
 
     first_rel = first - t0
     first_seen = admitted & (first_rel <= span)
-    fresh_first = first_seen & (d[:, TTFT_DONE] == 0)
+    # A first token delivered this tick: by a sequence still running, or by one preempted after it.
+    fresh_first = (d[:, TTFT_DONE] == 0) & (ttft_time - t0 <= span)
     done = end <= span
     keep = ~done
     overlap = np.minimum(end, span) - np.maximum(first_rel, 0.0)
@@ -157,7 +192,7 @@ def simulate_tick(
     state[:, ADMITTED] = admitted[kept]
     state[:, FIRST] = first[kept]
     state[:, REMAINING] = left[kept]
-    state[:, TTFT_DONE] = np.maximum(state[:, TTFT_DONE], first_seen[kept])
+    state[:, TTFT_DONE] = np.maximum(state[:, TTFT_DONE], fresh_first[kept])
     state[:, ROUND] = -1.0
     done_rows = np.compress(done, d, axis=0)
     done_rows[:, FIRST] = first[done]
@@ -168,12 +203,14 @@ def simulate_tick(
         prefill_free=rel_free + t0,
         during=during,
         at_end=at_end,
-        ttft_at=first[fresh_first],
-        ttft=first[fresh_first] - d[:, ORIGIN][fresh_first] + d[:, OVERHEAD][fresh_first],
+        ttft_at=ttft_time[fresh_first],
+        ttft=ttft_time[fresh_first] - d[:, ORIGIN][fresh_first] + d[:, OVERHEAD][fresh_first],
         ttft_origin=d[:, ORIGIN][fresh_first],
         done=Requests(done_rows),
         done_end=done_end,
         done_e2e=done_end - done_rows[:, ORIGIN],
+        rejected=rejected,
+        preempted=preempted,
     )
 
 
@@ -289,7 +326,6 @@ def _step_limited(
     d: FloatArray,
     inst: IntArray,
     candidates: BoolArray,
-    reserve: FloatArray,
     t0: float,
     span: float,
     lane: Lane,
@@ -300,64 +336,116 @@ def _step_limited(
     end: FloatArray,
     admitted: BoolArray,
     served: FloatArray,
-) -> None:
-    """An instance whose ``max_num_seqs`` or KV cache can fill up: admit FCFS as sequences finish (in place)."""
-    on_slot = inst == slot
-    holding = np.flatnonzero(on_slot & admitted)
-    heap = list(zip(end[holding].tolist(), reserve[holding].tolist(), strict=True))
-    heapq.heapify(heap)
-    used_seqs = len(heap)
-    used_tokens = float(reserve[holding].sum())
-    queue = np.flatnonzero(on_slot & candidates)
-    queue = queue[np.argsort(d[queue, COL_T], kind="stable")]
-    st, ch, r = float(lane.step[slot]), float(lane.chunk[slot]), float(rate[slot])
+    remaining: FloatArray,
+    ttft_time: FloatArray,
+) -> int:
+    """An instance whose ``max_num_seqs`` or KV cache can fill up, event by event (in place); returns the
+    sequences preempted.
+
+    As vLLM's V1 scheduler: the waiting queue is admitted first come first served while a sequence slot is
+    free and the KV blocks of the request's context (prompt, plus the output so far of a preempted one) fit;
+    the head blocks everyone behind it. Every running sequence gains a token per engine step, at the tick's
+    rate, and takes a new 16-token block when it crosses one; when no block is free, the most recently
+    admitted sequence is preempted: its blocks are freed and it goes back to the head of the queue, to
+    recompute its prompt and output so far when admitted again (``--preemption-mode recompute``, V1's only
+    mode). Times are seconds since ``t0``."""
+    r = float(rate[slot])
+    cap_seqs, cap_blocks = profile.max_num_seqs, profile.kv_capacity_tokens // BLOCK_TOKENS
+    st, ch = float(lane.step[slot]), float(lane.chunk[slot])
     fr, per_token = float(lane.free[slot]), float((lane.step[slot] + lane.full_extra[slot]) / lane.chunk[slot])
     c_p = profile.prefill_s_per_token
-    cap_seqs, cap_tokens = profile.max_num_seqs, float(profile.kv_capacity_tokens)
     free_at = float(rel_free[slot])
-    for i, arrive, u, p, need, left in _queued_rows(queue, d, t0, prompt, reserve, cap_tokens):
-        at = arrive
-        while heap and (used_seqs >= cap_seqs or used_tokens + need > cap_tokens):
-            finish, tokens = heapq.heappop(heap)
-            used_seqs -= 1
-            used_tokens -= tokens
-            at = max(at, finish)
-        if at >= span:
-            break  # FCFS: everyone behind it waits too
-        service = p * per_token
-        depart = max(at + u * st, free_at) + service
-        free_at = depart
-        extra = max(p * c_p - fr * max(p / ch, 1.0), 0.0)
-        f = depart + max(st + extra - service, 0.0)
-        e = f + left / r
-        first[i] = f + t0
-        end[i] = e
-        served[i] = extra
-        admitted[i] = True
-        heapq.heappush(heap, (e, need))
-        used_seqs += 1
-        used_tokens += need
-    rel_free[slot] = free_at
+    on_slot = inst == slot
+    context = d[:, N_IN] + d[:, N_OUT] - remaining  # tokens a sequence holds when its decoding (re)starts
+    final_blocks = np.ceil((d[:, N_IN] + d[:, N_OUT]) / BLOCK_TOKENS)
+    # The running sequences in admission order (the carried ones by when their decoding started).
+    holding = np.flatnonzero(on_slot & admitted)
+    holding = holding[np.argsort(first[holding], kind="stable")]
+    run: list[int] = holding.tolist()
+    start = {i: max(float(first[i]) - t0, 0.0) for i in run}  # decoding (re)starts: tokens grow from here
+    held0 = {i: float(context[i]) for i in run}  # tokens held at start[i]
+    queue: deque[int] = deque(np.flatnonzero(on_slot & candidates)[np.argsort(d[on_slot & candidates, COL_T],
+                                                                          kind="stable")].tolist())  # fmt: skip
+    arrive = np.maximum(d[:, COL_T] - t0, 0.0)
+    ceiling = float(final_blocks[run].sum())  # blocks the running sequences hold once they are done
+    preempted = 0
+    tau, preempted_at = 0.0, -np.inf
 
+    def used(at: float) -> float:
+        """Blocks the running sequences hold at ``at``."""
+        if not run:
+            return 0.0
+        idx = np.asarray(run)
+        s0 = np.array([start[i] for i in run])
+        h = np.array([held0[i] for i in run]) + r * np.clip(at - s0, 0.0, end[idx] - s0)
+        return float(np.ceil(h / BLOCK_TOKENS).sum())
 
-QUEUE_CHUNK = 512  # rows of a queue turned into Python numbers at a time
+    def block_full(at: float, until: float) -> float:
+        """When a running sequence first needs a block none is free for, before ``until`` (else inf)."""
+        if ceiling <= cap_blocks or not run:
+            return np.inf
+        spare = int(cap_blocks - used(at))
+        idx = np.asarray(run)
+        s0 = np.array([start[i] for i in run])
+        h0 = np.array([held0[i] for i in run])
+        now = h0 + r * np.maximum(at - s0, 0.0)
+        # The next crossing of each sequence: when its tokens pass the blocks it holds; then one per block.
+        nxt = s0 + (np.ceil(now / BLOCK_TOKENS) * BLOCK_TOKENS - h0) / r
+        nxt = np.maximum(nxt, np.maximum(s0, at))
+        stop = np.minimum(end[idx], until)
+        period = BLOCK_TOKENS / r
+        n = np.where(nxt < stop, np.ceil((stop - nxt) / period), 0.0).astype(np.int64)
+        if int(n.sum()) <= spare:
+            return np.inf
+        times = np.repeat(nxt, n) + period * (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
+        return float(np.partition(times, spare)[spare])
 
-
-def _queued_rows(
-    queue: IntArray, d: FloatArray, t0: float, prompt: FloatArray, reserve: FloatArray, cap_tokens: float
-) -> Iterator[tuple[int, float, float, float, float, float]]:
-    """(row, arrival since t0, step phase, prompt tokens, KV tokens reserved (at most the cache), tokens left)
-    of ``queue``'s rows in order, a chunk at a time: a backlog behind a full instance can be hundreds of
-    thousands of requests, of which a tick admits a few dozen, and turning all of them into Python numbers
-    every tick cost more than stepping the admitted ones."""
-    for start in range(0, queue.shape[0], QUEUE_CHUNK):
-        part = queue[start : start + QUEUE_CHUNK]
-        yield from zip(
-            part.tolist(),
-            np.maximum(d[part, COL_T] - t0, 0.0).tolist(),
-            d[part, U].tolist(),
-            prompt[part].tolist(),
-            np.minimum(reserve[part], cap_tokens).tolist(),
-            d[part, REMAINING].tolist(),
-            strict=True,
+    while True:
+        for i in [i for i in run if end[i] <= tau]:  # finished: their blocks go back
+            run.remove(i)
+            ceiling -= float(final_blocks[i])
+        # A step that preempted admits nobody (V1 schedules the waiting queue only when nothing was preempted).
+        while queue and arrive[queue[0]] <= tau and len(run) < cap_seqs and tau > preempted_at:
+            i = queue[0]
+            need = float(np.ceil(context[i] / BLOCK_TOKENS))
+            if ceiling + need > cap_blocks and used(tau) + need > cap_blocks:
+                break  # FCFS: everyone behind it waits too
+            queue.popleft()
+            p = float(prompt[i])
+            service = p * per_token
+            depart = max(tau + float(d[i, U]) * st, free_at) + service
+            free_at = depart
+            extra = max(p * c_p - fr * max(p / ch, 1.0), 0.0)
+            f = depart + max(st + extra - service, 0.0)
+            first[i], end[i], served[i], admitted[i] = f + t0, f + float(remaining[i]) / r, extra, True
+            if np.isnan(ttft_time[i]):
+                ttft_time[i] = f + t0
+            run.append(i)
+            start[i], held0[i] = f, float(context[i])
+            ceiling += float(final_blocks[i])
+        finish = min((float(end[i]) for i in run), default=np.inf)
+        coming = float(arrive[queue[0]]) if queue and arrive[queue[0]] > tau else np.inf
+        horizon = min(finish, coming, span)
+        full = block_full(tau, horizon)
+        if full >= horizon:
+            if horizon >= span:
+                break
+            tau = horizon
+            continue
+        tau = full
+        victim = run.pop()  # the most recently admitted sequence
+        ceiling -= float(final_blocks[victim])
+        made = r * min(max(tau - start[victim], 0.0), float(end[victim]) - start[victim])
+        remaining[victim] -= made
+        context[victim] += made
+        prompt[victim] = (
+            max(float(d[victim, N_IN] - d[victim, N_CACHED]), 1.0) + float(d[victim, N_OUT]) - float(remaining[victim])
         )
+        if ttft_time[victim] - t0 > tau:  # preempted before its first token: no first token yet
+            ttft_time[victim] = np.nan
+        first[victim], end[victim], admitted[victim] = np.nan, np.inf, False
+        queue.appendleft(victim)
+        preempted += 1
+        preempted_at = tau
+    rel_free[slot] = free_at
+    return preempted

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DEFAULT_IMAGE = "vllm/vllm-openai:v0.17.1"
 
@@ -44,6 +44,21 @@ class ServingSpec(BaseModel):
         if isinstance(value, str):
             raise ValueError('expected a list of arguments like ["--swap-space", "8"], got a string')
         return value
+
+    @model_validator(mode="after")
+    def _context_target_fits(self) -> ServingSpec:
+        # vLLM refuses (HTTP 400) every request over max-model-len: a p95 above it refuses over 5% of traffic.
+        if (
+            "max_model_len" in self.model_fields_set
+            and self.context_target
+            and self.context_target > self.max_model_len
+        ):
+            raise ValueError(
+                f"context_target {self.context_target:,} (the p95 context) is above max_model_len "
+                f"{self.max_model_len:,}: vLLM would refuse every request longer than max_model_len (HTTP 400); "
+                "raise max_model_len to at least context_target, or leave it unset to derive it from context_target"
+            )
+        return self
 
     @property
     def effective_max_model_len(self) -> int:

@@ -1,7 +1,9 @@
 """Tuned ``vllm serve`` arguments for a tier, each with the reason it was chosen.
 
 Rules (docs/sizing.md): max-model-len at the tier's context target, not the model maximum; max-num-seqs
-at 2× target concurrency, never above the KV slots; FP8 weights and KV cache only where the GPU runs them;
+at 2× target concurrency, never ``KV slots ÷ max-model-len`` (vLLM's paged KV cache admits sequences by
+the blocks they hold and preempts when it runs out, so the worst case is a warning, not a cap); FP8
+weights and KV cache only where the GPU runs them;
 chunked prefill at 2,048 batched tokens; tensor parallelism only when the weights need it; a shutdown
 timeout so SIGTERM drains in-flight requests.
 """
@@ -66,11 +68,39 @@ class TunedArgs:
         }
 
 
-def max_num_seqs(target_concurrency: int, slots: int | None = None) -> int:
-    """``--max-num-seqs``: twice the target concurrency, capped at the KV slots (when they are known) so
-    admitted sequences never preempt each other."""
-    wanted = math.ceil(target_concurrency * SEQS_PER_TARGET)
-    return wanted if slots is None else min(wanted, slots)
+def max_num_seqs(target_concurrency: int) -> int:
+    """``--max-num-seqs``: twice the target concurrency. Never capped at ``KV slots ÷ max-model-len``: vLLM
+    allocates KV blocks (16 tokens) as a sequence grows and admits by the blocks free, so the cap binds only
+    when sequences really hold that much; the KV notes (``kv_fit_notes``) say when they would."""
+    return math.ceil(target_concurrency * SEQS_PER_TARGET)
+
+
+def kv_fit_notes(math_: SlotMath, seqs: int, typical: int | None) -> list[str]:
+    """What the KV cache holds against ``seqs`` running sequences, for the reasons and the notes.
+
+    ``typical``: the tier's p95 context (``context_target``), when it declares one. A warning when
+    ``seqs`` sequences of that length do not fit (vLLM then preempts the newest and recomputes it later);
+    without one, a note of the average length ``seqs`` sequences may hold. (One sequence at max-model-len
+    that does not fit at all is an error from ``slot_math``: vLLM refuses to start.)"""
+    tokens = math_.kv_budget_bytes // math_.kv_bytes_per_token
+    per_seq = tokens // max(seqs, 1)
+    holds = f"the KV cache holds {tokens:,} tokens ({math_.slots} sequences at the full max-model-len"
+    if typical is None:
+        if math_.slots >= seqs:
+            return []
+        return [
+            f"note: {holds} {math_.max_model_len:,}); {seqs} running sequences fit while they average at most "
+            f"{per_seq:,} tokens, beyond that vLLM preempts the newest (recompute); set serving.context_target "
+            "(the p95 context) to have this checked"
+        ]
+    fit = tokens // max(typical, 1)
+    if fit >= seqs:
+        return []
+    return [
+        f"warning: {holds} {math_.max_model_len:,}), {fit} at the p95 context {typical:,}: fewer than "
+        f"max-num-seqs {seqs}; at that length vLLM preempts the newest sequences (recompute) and TTFT climbs; "
+        f"a server serves about {fit} such sessions (use FP8 KV cache, a larger GPU or more GPUs per server)"
+    ]
 
 
 def _flag_names(extra: tuple[str, ...]) -> set[str]:
@@ -129,33 +159,21 @@ def tune_vllm_args(
     if from_target:
         len_reason = f"context target {serving.context_target:,} rounded up to whole 1,024 tokens"
     else:
-        len_reason = f"the tier's context target (p95 context), not the model maximum {model.max_context:,}"
+        len_reason = f"as the tier declares (its context target), not the model maximum {model.max_context:,}"
     flags.append(
         Flag(
             "--max-model-len",
             str(max_len),
-            f"{len_reason}; KV slots scale inversely with it ({math_.slots} slots at {max_len:,})",
+            f"{len_reason}; vLLM answers HTTP 400 to a request whose prompt + max_tokens exceed it",
         )
     )
 
-    wanted = max_num_seqs(serving.target_concurrency)  # before the KV slots cap it: the reason names both
-    seqs = max_num_seqs(serving.target_concurrency, math_.slots)
-    if seqs == wanted:
-        seq_reason = (
-            f"{SEQS_PER_TARGET:g}× target concurrency {serving.target_concurrency} absorbs bursts; "
-            f"{math_.slots} KV slots hold it"
-        )
-    else:
-        seq_reason = (
-            f"{SEQS_PER_TARGET:g}× target concurrency would be {wanted}, capped at the {math_.slots} KV slots "
-            f"so admitted sequences never preempt each other"
-        )
-    if math_.slots < serving.target_concurrency:
-        notes.append(
-            f"warning: {math_.slots} KV slots per server is below the target concurrency "
-            f"{serving.target_concurrency}; the tier needs {math.ceil(serving.target_concurrency / math_.slots)} "
-            f"servers for it, or a shorter max_model_len, FP8 KV cache or a larger GPU"
-        )
+    seqs = max_num_seqs(serving.target_concurrency)
+    seq_reason = (
+        f"{SEQS_PER_TARGET:g}× target concurrency {serving.target_concurrency} absorbs bursts; vLLM admits "
+        f"sequences by the KV blocks they hold, not by max-model-len ({math_.slots} would fit at the full length)"
+    )
+    notes += kv_fit_notes(math_, seqs, serving.context_target)
     flags.append(Flag("--max-num-seqs", str(seqs), seq_reason))
 
     batched = serving.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS

@@ -10,7 +10,8 @@ import pytest
 from scalectl.simulator.serving_pool import ServingPool
 from scalectl.simulator.workloads.sessions import ClosedLoopSessions
 from scalectl.simulator.workloads.tokens import TokenDist
-from scalectl.sizing.engine import EngineConfig, build_profile
+from scalectl.sizing.engine import EngineConfig, EngineProfile, build_profile, launched_engine
+from scalectl.sizing.spec import ServingSpec
 
 # 1× H100 SXM5, Llama 3.1 8B FP8, vLLM --max-num-seqs 200, 100 closed-loop sessions of ~600 + ~350 tokens,
 # think time 0.1–0.5 s. The reference's load generator draws every prompt from 500 templates behind one
@@ -35,8 +36,9 @@ class Run:
     max_running: int
 
 
-def closed_loop(sessions: int, seed: int = 1) -> Run:
-    profile = build_profile("H100-SXM5-80GB", "meta-llama/Llama-3.1-8B-Instruct", EngineConfig(max_num_seqs=200))
+def closed_loop(sessions: int, seed: int = 1, profile: EngineProfile | None = None) -> Run:
+    if profile is None:
+        profile = build_profile("H100-SXM5-80GB", "meta-llama/Llama-3.1-8B-Instruct", EngineConfig(max_num_seqs=200))
     pool = ServingPool(profile)
     pool.set_instances(["h100-0"])
     source = ClosedLoopSessions(
@@ -80,6 +82,17 @@ def test_ttft_quantiles_are_within_8_percent_of_the_case_study(reference_run, me
     got = float(np.quantile(reference_run.ttft, q))
     want = REFERENCE[metric]
     assert abs(got - want) / want <= 0.08, f"{metric}: model {got:.4g} vs reference {want:.4g}"
+
+
+@pytest.mark.parametrize("max_model_len", [4096, 131072])
+def test_the_tuned_engine_reproduces_the_case_study_ttft_within_10_percent_at_any_max_model_len(max_model_len) -> None:
+    # The engine the daemon launches for the case study's tier, declared at 4,096 or at 131,072 tokens: the
+    # same short traffic, so the same TTFT (vLLM admits by the KV blocks held, not by max-model-len).
+    serving = ServingSpec(max_model_len=max_model_len, target_concurrency=100)
+    run = closed_loop(100, profile=launched_engine(serving, "H100-SXM5-80GB"))
+    for metric, q in (("ttft_p50", 0.50), ("ttft_p95", 0.95), ("ttft_p99", 0.99)):
+        got, want = float(np.quantile(run.ttft, q)), REFERENCE[metric]
+        assert abs(got - want) / want <= 0.10, f"{metric} at {max_model_len}: model {got:.4g} vs reference {want:.4g}"
 
 
 def test_nothing_waits_at_100_sessions(reference_run) -> None:

@@ -38,21 +38,38 @@ def test_h100_gets_fp8_and_the_case_study_flags() -> None:
     assert len(tuned.reasons()) >= len(tuned.flags)
 
 
-def test_a100_gets_bf16_and_max_num_seqs_capped_by_slots() -> None:
+def test_a100_gets_bf16_and_max_num_seqs_from_the_target() -> None:
     tuned = tune_vllm_args(ServingSpec(), "A100-80GB-PCIe")
     f = _flags(tuned.args)
     assert "--quantization" not in f and "--kv-cache-dtype" not in f
     assert f["--dtype"] == "bfloat16"
-    assert int(f["--max-num-seqs"] or 0) == tuned.slots.slots < 200
-    assert any("capped at the" in r for r in tuned.reasons())
+    assert f["--max-num-seqs"] == "200" and tuned.slots.slots < 200  # not capped at the slots
     assert any("8.0" in r for r in tuned.reasons())
 
 
-def test_max_num_seqs_never_exceeds_slots_and_warns_below_target() -> None:
-    tuned = tune_vllm_args(ServingSpec(max_model_len=32768, target_concurrency=100), "L40S")
-    seqs = int(_flags(tuned.args)["--max-num-seqs"] or 0)
-    assert seqs == tuned.slots.slots < 100
-    assert any(r.startswith("warning:") for r in tuned.reasons())
+def test_long_context_keeps_max_num_seqs_from_the_target() -> None:
+    # 8B FP8 on an H100 at 131,072 tokens: 7 sequences of the full length fit, but vLLM admits by blocks held.
+    tuned = tune_vllm_args(ServingSpec(max_model_len=131072, target_concurrency=100), "H100-SXM5-80GB")
+    f = _flags(tuned.args)
+    assert tuned.slots.slots == 7
+    assert int(f["--max-num-seqs"] or 0) >= 150
+    assert f["--max-model-len"] == "131072"
+    assert not any(r.startswith("warning:") for r in tuned.reasons())  # no p95 context declared: a note
+    assert any(r.startswith("note:") and "5,082 tokens" in r for r in tuned.reasons())
+
+
+@pytest.mark.parametrize(("p95", "warned"), [(2048, False), (4096, False), (8192, True), (32768, True)])
+def test_kv_warning_only_when_the_p95_context_does_not_fit_max_num_seqs(p95: int, warned: bool) -> None:
+    # About 1.0M KV tokens: 200 sequences fit at 4,096 (819k tokens), not at 8,192 (1.6M).
+    spec = ServingSpec(max_model_len=131072, target_concurrency=100, context_target=p95)
+    reasons = tune_vllm_args(spec, "H100-SXM5-80GB").reasons()
+    assert any(r.startswith("warning:") for r in reasons) is warned
+    assert any(r.startswith("warning:") and "p95 context" in r for r in reasons) is warned
+
+
+def test_context_target_above_max_model_len_is_refused() -> None:
+    with pytest.raises(ValueError, match="context_target 8,192"):
+        ServingSpec(max_model_len=4096, context_target=8192)
 
 
 def test_fp8_requested_on_a100_is_an_error() -> None:
