@@ -131,12 +131,18 @@ class PoolRecord:
     retries: int = 0
     abandoned: int = 0  # requests whose client gave up before the first token (recorded as misses)
     refused: int = 0  # requests the activator refused at zero, already holding its most (TTFT recorded as inf)
+    since: float = -np.inf  # requests sent before this are not judged (a steady start's warm-up)
 
-    def judged(self, at: FloatArray, ttft: FloatArray, origin: FloatArray) -> None:
-        """Requests judged: when (first token, cut or refused), their client-side TTFT and when they were sent."""
+    def judged(self, at: FloatArray, ttft: FloatArray, origin: FloatArray) -> int:
+        """Requests judged: when (first token, cut or refused), their client-side TTFT and when they were sent.
+        Returns how many count (those sent from ``since`` on)."""
+        if self.since > -np.inf:
+            mine = origin >= self.since
+            at, ttft, origin = at[mine], ttft[mine], origin[mine]
         self.ttft_at.append(at.astype(np.float32))
         self.ttft.append(ttft.astype(np.float32))
         self.ttft_origin.append(origin.astype(np.float32))
+        return int(origin.shape[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,8 +318,7 @@ class ServingPool:
         if not parts:
             return
         origin = np.concatenate(parts)
-        self.record.judged(np.full(origin.shape[0], now), now - origin, origin)
-        self.record.abandoned += int(origin.shape[0])
+        self.record.abandoned += self.record.judged(np.full(origin.shape[0], now), now - origin, origin)
 
     def _held(self, waiting: Requests) -> Requests:
         """At zero, the activator holds at most ``max_held`` requests, the first to come; each one after is
@@ -323,8 +328,9 @@ class ServingPool:
             return waiting
         ordered = waiting.sorted_by_time()
         kept, refused = ordered.data[:limit], ordered.data[limit:]
-        self.record.judged(refused[:, COL_T], np.full(refused.shape[0], np.inf), refused[:, ORIGIN])
-        self.record.refused += int(refused.shape[0])
+        self.record.refused += self.record.judged(
+            refused[:, COL_T], np.full(refused.shape[0], np.inf), refused[:, ORIGIN]
+        )
         return Requests(kept)
 
     def _advance_closed(self, t0: float, t1: float, source: ClosedSource) -> tuple[TickResult, Requests]:
