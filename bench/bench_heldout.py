@@ -82,7 +82,9 @@ HARDWARE = {
 }
 # Instances a trace needs at peak per unit of `rate_scale` on an H100 with Llama 3.1 8B (its busiest minutes
 # at 500 ms, measured with the oracle on the repository's days), on other hardware in proportion to its
-# compute: enough to aim a drawn day at a fleet size; the oracle reports the truth.
+# compute: enough to aim a drawn day at a fleet size; the oracle reports the truth. Measured when replication
+# clumped copies (burstier than independent copies at the same scale): a drawn trace day now needs somewhat
+# fewer instances at peak than aimed, and its days differ from those drawn before from the same seed.
 TRACE_INSTANCES_PER_SCALE = {"code": 2.6, "conv": 0.55}
 AIM_UTILISATION = 0.45  # the share of an instance's compute a drawn peak needs (TTFT binds well before)
 # A user sets a target their prompts can meet. On a Poisson day, a drawn mean prompt whose prefill alone, on

@@ -32,6 +32,7 @@ from scalectl.simulator.capacity import capacity_for
 from scalectl.simulator.fleet import Fleet, TierModel
 from scalectl.simulator.measured_oracle import MinuteOutcome, measured_need
 from scalectl.simulator.report import BaselineOutcome, outcomes
+from scalectl.simulator.workloads.opening import steady_warmup_s
 from scalectl.simulator.workloads.shapes import evaluate
 from scalectl.simulator.workloads.sources import BatchTasks, PoissonSource, TraceSource
 from scalectl.simulator.workloads.spec import BatchLoad, PoissonLoad, SessionsLoad, TraceLoad, Workload
@@ -148,8 +149,11 @@ def run_counts(
     initial: Mapping[str, int],
     delay_s: float,
 ) -> Fleet:
-    """Drive the fleet with ``decide(tier, now, signals, current) -> desired`` every ``poll_s``."""
-    fleet = Fleet(workload, models)
+    """Drive the fleet with ``decide(tier, now, signals, current) -> desired`` every ``poll_s``, from
+    ``initial`` instances per tier; a steady start (``warmup: steady``) begins as the controller's does,
+    serving the opening traffic before t = 0, not reported."""
+    warmup = steady_warmup_s(workload, settings.tick_s)
+    fleet = Fleet(workload, models, warmup_s=warmup)
     ready: dict[str, list[str]] = {}
     pending: dict[str, deque[tuple[float, str]]] = {name: deque() for name in models}
     # retired instances still finishing their work: billed (as the reconciler's drain bills them) until it
@@ -159,9 +163,13 @@ def run_counts(
     for name in models:
         ready[name] = [f"{name}-{i}" for i in range(initial.get(name, 0))]
         counter += len(ready[name])
-        fleet.set_instances(name, ready[name], (), 0.0)
-    t, tick, next_poll = 0.0, settings.tick_s, 0.0
+        fleet.set_instances(name, ready[name], (), -warmup)
+    t, tick, next_poll = -warmup, settings.tick_s, -warmup
+    reporting = warmup == 0
     while t < workload.duration - 1e-9:
+        if not reporting and t >= -1e-9:
+            fleet.open_report(0.0)
+            reporting = True
         t1 = min(t + tick, workload.duration)
         poll = t >= next_poll - 1e-9
         if poll:
@@ -192,9 +200,10 @@ def run_counts(
             while queue and queue[0][0] <= t + 1e-9:
                 ready[name].append(queue.popleft()[1])
             fleet.set_instances(name, ready[name], list(drains), t)
-            fleet.bill(name, t, t1, len(ready[name]) + len(queue) + len(drains))
+            if reporting:
+                fleet.bill(name, t, t1, len(ready[name]) + len(queue) + len(drains))
         fleet.advance(t, t1)
-        t = t1
+        t = round(t1, 6)
     return fleet
 
 

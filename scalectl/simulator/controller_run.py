@@ -6,9 +6,12 @@ tier's policy, launches and retires instances on the simulated cloud, and record
 in an in-memory SQLite store), then the instances' states in the store become the fleet model's ready
 and draining sets, and the fleet model serves the tick's traffic. No decision logic lives here.
 
-Before the workload starts, the controller runs a warm-up (the longest provisioning delay and two ticks)
-with no traffic, so each tier starts the day at what its policy holds at idle, as the baselines do;
-the warm-up is not billed to the report.
+Before the workload starts, the controller runs a warm-up that is not in the report (neither its cost nor
+its requests). With ``warmup: steady`` (the default) it serves the workload's opening traffic for the
+longest provisioning delay and 15 minutes (``workloads/opening.py``), so each tier opens sized for it,
+with its signals and its policy's state primed, as a fleet that has been running would; the baselines
+run the same warm-up. With ``warmup: cold`` it runs the longest provisioning delay and two ticks with no
+traffic, so each tier opens at what its policy holds at idle, and the baselines open at their floors.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from scalectl.simulator.report import Report, build_report
 from scalectl.simulator.rollouts import RolloutClock, rollout_outcomes
 from scalectl.simulator.sim_cloud import simulation_cloud
 from scalectl.simulator.worker_process import exit_with_parent
+from scalectl.simulator.workloads.opening import steady_warmup_s
 from scalectl.simulator.workloads.spec import Workload
 from scalectl.tiers.config import FleetConfig
 
@@ -247,9 +251,10 @@ class _Run:
         self.opts = opts
         self.progress = progress
         self.start = workload.start_epoch
-        self.warmup = workload.cloud.provision_delay[1] + 2 * opts.tick_s
+        self.steady = steady_warmup_s(workload, opts.tick_s)  # 0: a cold start
+        self.warmup = self.steady or workload.cloud.provision_delay[1] + 2 * opts.tick_s
         self.clock = FakeClock(self.start - self.warmup)
-        self.fleet = Fleet(workload, models)
+        self.fleet = Fleet(workload, models, warmup_s=self.steady)
         names = sorted({p for tier in config.tiers.values() for p in tier.providers})
         self.clouds = {n: simulation_cloud(n, self.clock, workload.cloud, workload.seed) for n in names}
         self.events = CloudEvents(workload.cloud, self.clouds, workload.seed)
@@ -285,13 +290,16 @@ class _Run:
             if t >= 0 and billed_at_start is None:
                 self.clock.set(self.start)
                 billed_at_start = self._billed()
+                self.fleet.open_report(0.0)
             self.clock.set(self.start + t)
             self.events.apply(t)
             self.rollouts.start_due(self.store, t, self.start + t)
             await self.reconciler.tick()
             self.rollouts.finish_done(self.store, t)
             ticks += 1
-            billed = self._sync_fleet(max(t, 0.0))
+            billed = self._sync_fleet(t if self.steady else max(t, 0.0))
+            if t < 0 and self.steady:  # the opening traffic: served, not reported
+                self.fleet.advance(t, min(t + tick, 0.0))
             if t >= 0:
                 t1 = min(t + tick, duration)
                 for name, count in billed.items():

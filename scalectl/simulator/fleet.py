@@ -14,8 +14,9 @@ from typing import Literal, Protocol
 import numpy as np
 
 from scalectl.policies.types import Signals
-from scalectl.simulator.batch_pool import BatchPool
-from scalectl.simulator.serving_pool import HoldBounds, ServingPool
+from scalectl.simulator.batch_pool import BatchPool, BatchRecord
+from scalectl.simulator.serving_pool import HoldBounds, PoolRecord, ServingPool
+from scalectl.simulator.workloads.opening import OpeningTraffic, opening_drawn
 from scalectl.simulator.workloads.sources import BatchTasks, PoissonSource, TraceSource, sessions_source
 from scalectl.simulator.workloads.spec import BatchLoad, PoissonLoad, SessionsLoad, TierLoad, TraceLoad, Workload
 from scalectl.sizing.engine import EngineProfile, launched_engine
@@ -95,7 +96,10 @@ class TierMeter:
 
 
 class Fleet:
-    def __init__(self, workload: Workload, models: Mapping[str, TierModel]) -> None:
+    """``warmup_s`` > 0: open-loop tiers also carry their opening traffic over [-warmup_s, 0) (a steady start,
+    ``workloads/opening.py``); whoever drives the fleet through it calls ``open_report`` at t = 0."""
+
+    def __init__(self, workload: Workload, models: Mapping[str, TierModel], warmup_s: float = 0.0) -> None:
         self.workload = workload
         self.models = dict(models)
         self.serving: dict[str, ServingPool] = {}
@@ -122,12 +126,30 @@ class Fleet:
             self.serving[name] = ServingPool(model.profile, model.window_s, timeout, hold)
             if isinstance(load, SessionsLoad):
                 self._sources[name] = sessions_source(name, load, workload, model.profile)
-            elif isinstance(load, PoissonLoad):
-                self._sources[name] = PoissonSource(name, load, workload, model.profile)
-            elif isinstance(load, TraceLoad):
-                self._sources[name] = TraceSource(name, load, workload, model.profile)
+            elif isinstance(load, PoissonLoad | TraceLoad):
+                source: PoissonSource | TraceSource
+                if isinstance(load, PoissonLoad):
+                    source = PoissonSource(name, load, workload, model.profile)
+                else:
+                    source = TraceSource(name, load, workload, model.profile)
+                if warmup_s > 0:
+                    opening = opening_drawn(name, load, workload, model.profile, warmup_s)
+                    self._sources[name] = OpeningTraffic(opening, source)
+                else:
+                    self._sources[name] = source
 
     # ---- driven by the controller (or a baseline) -------------------------------------------------------
+    def open_report(self, now: float = 0.0) -> None:
+        """The report starts here: what was recorded before (a warm-up) is dropped, and requests sent before
+        ``now`` are not judged when their first token comes (they were the warm-up's)."""
+        for name in self.models:
+            self.meters[name] = TierMeter(peak_ready=len(self._members[name][0]))
+        for pool in self.serving.values():
+            pool.record = PoolRecord(since=now)
+        for batch in self.batch.values():
+            batch.record = BatchRecord()  # no batch traffic before the start: nothing of it is lost
+        self._slo_cursor.clear()
+
     def set_instances(self, tier: str, ready: Iterable[str], draining: Iterable[str] = (), now: float = 0.0) -> None:
         """The tier's ready (routable) and draining instances from now on. An instance that was ready and is
         in neither set was lost without notice: its work is retried elsewhere (counted as an interruption)."""
@@ -163,8 +185,10 @@ class Fleet:
             meter.peak_ready = max(meter.peak_ready, len(ready_set))
             if name in self.serving:
                 self.serving[name].advance(t0, t1, self._sources.get(name))  # type: ignore[arg-type]
+            elif t1 <= 0:  # a steady start's warm-up: a batch queue opens empty (workloads/opening.py)
+                self.batch[name].advance(t0, t1, np.empty(0), np.empty(0))
             else:
-                self.batch[name].advance(t0, t1, *self._tasks[name].tasks(t0, t1))
+                self.batch[name].advance(t0, t1, *self._tasks[name].tasks(max(t0, 0.0), t1))
 
     def signals(self, tier: str) -> Signals:
         pool = self.serving.get(tier) or self.batch[tier]

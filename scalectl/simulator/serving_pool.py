@@ -133,12 +133,18 @@ class PoolRecord:
     refused: int = 0  # requests the activator refused at zero, already holding its most (TTFT recorded as inf)
     rejected_too_long: int = 0  # refused by vLLM: prompt + output over max_model_len (HTTP 400; TTFT inf)
     preemptions: int = 0  # sequences preempted for KV blocks (vllm:num_preemptions_total)
+    since: float = -np.inf  # requests sent before this are not judged (a steady start's warm-up)
 
-    def judged(self, at: FloatArray, ttft: FloatArray, origin: FloatArray) -> None:
-        """Requests judged: when (first token, cut or refused), their client-side TTFT and when they were sent."""
+    def judged(self, at: FloatArray, ttft: FloatArray, origin: FloatArray) -> int:
+        """Requests judged: when (first token, cut or refused), their client-side TTFT and when they were sent.
+        Returns how many count (those sent from ``since`` on)."""
+        if self.since > -np.inf:
+            mine = origin >= self.since
+            at, ttft, origin = at[mine], ttft[mine], origin[mine]
         self.ttft_at.append(at.astype(np.float32))
         self.ttft.append(ttft.astype(np.float32))
         self.ttft_origin.append(origin.astype(np.float32))
+        return int(origin.shape[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,8 +323,7 @@ class ServingPool:
         if not parts:
             return
         origin = np.concatenate(parts)
-        self.record.judged(np.full(origin.shape[0], now), now - origin, origin)
-        self.record.abandoned += int(origin.shape[0])
+        self.record.abandoned += self.record.judged(np.full(origin.shape[0], now), now - origin, origin)
 
     def _held(self, waiting: Requests) -> Requests:
         """At zero, the activator holds at most ``max_held`` requests, the first to come; each one after is
@@ -328,8 +333,9 @@ class ServingPool:
             return waiting
         ordered = waiting.sorted_by_time()
         kept, refused = ordered.data[:limit], ordered.data[limit:]
-        self.record.judged(refused[:, COL_T], np.full(refused.shape[0], np.inf), refused[:, ORIGIN])
-        self.record.refused += int(refused.shape[0])
+        self.record.refused += self.record.judged(
+            refused[:, COL_T], np.full(refused.shape[0], np.inf), refused[:, ORIGIN]
+        )
         return Requests(kept)
 
     def _advance_closed(self, t0: float, t1: float, source: ClosedSource) -> tuple[TickResult, Requests]:
@@ -461,8 +467,9 @@ class ServingPool:
         rec.judged(result.ttft_at, result.ttft, result.ttft_origin)
         rejected = result.rejected.data
         if rejected.shape[0]:  # vLLM's 400: a miss that never has a first token (TTFT inf)
-            rec.judged(rejected[:, COL_T], np.full(rejected.shape[0], np.inf), rejected[:, ORIGIN])
-            rec.rejected_too_long += int(rejected.shape[0])
+            rec.rejected_too_long += rec.judged(
+                rejected[:, COL_T], np.full(rejected.shape[0], np.inf), rejected[:, ORIGIN]
+            )
         rec.preemptions += result.preempted
         rec.e2e.append(result.done_e2e.astype(np.float32))
         # Sliding window of TTFT as a histogram, like vLLM's own metric read over `window_s`.

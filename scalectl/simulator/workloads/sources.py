@@ -146,6 +146,7 @@ class TraceSource:
             offset_s=load.offset,
             shape=shape,
             rng=rng,
+            replication=load.replication,
         )
         n_in = trace.n_in[rows]
         cached = trace.n_cached[rows] if load.prefix_cache_hit is None else np.floor(n_in * load.prefix_cache_hit)

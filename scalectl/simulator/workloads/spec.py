@@ -114,7 +114,10 @@ class TraceLoad(_OpenLoop):
     kind: Literal["trace"]
     path: str
     format: Literal["auto", "azure", "mooncake"] = "auto"
-    rate_scale: float = Field(1.0, gt=0, le=1000)  # < 1 thins, > 1 replicates requests
+    rate_scale: float = Field(1.0, gt=0, le=1000)  # < 1 thins, > 1 replicates the trace
+    # How copies are made: each its own stream, the trace shifted by a random offset (independent users),
+    # or each request drawn several times within one mean gap (clumped: the old form, for old results).
+    replication: Literal["independent", "clumped"] = "independent"
     time_scale: float = Field(1.0, gt=0, le=1000)  # > 1 stretches the trace in time
     repeat: int = Field(1, ge=0)  # tile the trace this many times; 0 = fill the whole duration
     offset: Duration = 0.0  # start the replay this long after the simulation start
@@ -244,6 +247,9 @@ class Workload(_Strict):
     tiers: dict[str, TierLoad] = Field(min_length=1)
     cloud: CloudSpec = Field(default_factory=lambda: CloudSpec.model_validate({}))
     rollouts: list[RolloutEvent] = Field(default_factory=list)  # rolling replacements during the run
+    # steady: the run opens on a fleet that has served the opening traffic for a while (a warm-up before
+    # the start, not in the report); cold: nothing ran before the start (the fleet boots at t = 0).
+    warmup: Literal["steady", "cold"] = "steady"
     base_dir: str = Field(".", exclude=True)  # where relative trace paths start (the workload file's folder)
 
     @field_validator("start", mode="before")

@@ -167,6 +167,9 @@ def _build(name: str, times: list[float], n_in: list[int], n_out: list[int], cac
     )
 
 
+Replication = Literal["independent", "clumped"]
+
+
 def replay(
     trace: Trace,
     *,
@@ -177,19 +180,83 @@ def replay(
     offset_s: float,
     shape: Callable[[FloatArray], FloatArray] | None,
     rng: np.random.Generator,
+    replication: Replication = "independent",
 ) -> tuple[FloatArray, np.ndarray]:
     """Arrival times (virtual seconds) and row indices of ``trace`` replayed as configured.
 
     ``time_scale`` stretches time (2 = half the rate, same requests); ``repeat`` tiles the trace back to back
     (0 = as often as needed to fill ``duration_s``); ``rate_scale`` × ``shape(t)`` thins (< 1) or replicates
-    (> 1) requests, replicas jittered within one mean gap so they don't land at the same instant.
+    (> 1) the trace. ``replication`` says how copies are made: ``independent`` (see ``_independent``) or
+    ``clumped`` (each request drawn several times within one mean gap of itself; the form before 2026-05,
+    kept to reproduce old results: it makes per-second counts far burstier than the same number of users).
     """
     n = len(trace)
     gap = trace.span_s / max(n - 1, 1)
     period = (trace.span_s + gap) * time_scale
-    copies = repeat if repeat > 0 else max(1, int(np.ceil(max(duration_s - offset_s, 0.0) / period)))
-    base = np.concatenate([trace.t * time_scale + k * period for k in range(copies)]) + offset_s
-    rows = np.tile(np.arange(n), copies)
+    tiles = repeat if repeat > 0 else max(1, int(np.ceil(max(duration_s - offset_s, 0.0) / period)))
+    if replication == "clumped":
+        t, rows = _clumped(trace.t * time_scale, n, period, tiles, offset_s, rate_scale, shape, gap * time_scale, rng)
+    else:
+        t, rows = _independent(trace.t * time_scale, n, period, tiles, offset_s, rate_scale, shape, rng)
+    keep = (t >= 0) & (t < duration_s)
+    t, rows = t[keep], rows[keep]
+    order = np.argsort(t, kind="stable")
+    return t[order], rows[order]
+
+
+def _tiled(times: FloatArray, n: int, period: float, tiles: int, offset_s: float) -> tuple[FloatArray, np.ndarray]:
+    base = np.concatenate([times + k * period for k in range(tiles)]) + offset_s
+    return base, np.tile(np.arange(n), tiles)
+
+
+def _independent(
+    times: FloatArray,
+    n: int,
+    period: float,
+    tiles: int,
+    offset_s: float,
+    rate_scale: float,
+    shape: Callable[[FloatArray], FloatArray] | None,
+    rng: np.random.Generator,
+) -> tuple[FloatArray, np.ndarray]:
+    """Copy ``j`` is the trace shifted by its own random offset, circularly within one period (the first
+    copy is the trace as recorded), and keeps each of its requests with probability ``clip(m(t) - j, 0, 1)``
+    where ``m = rate_scale × shape``: ×2.5 is two whole copies and a third thinned to half.
+
+    Shifted copies rather than Poisson draws from the trace's rate curve: each copy keeps the trace's own
+    burstiness (its second-scale bursts and lulls), and copies at independent offsets superpose as that
+    many independent streams of users do — counts per second vary like k streams, not like one stream × k.
+    """
+    parts_t, parts_rows = [], []
+    j, copies, shift = 0, 1, 0.0
+    while j < copies:  # how many copies: the highest multiplier any copy's requests see, rounded up
+        shifted = np.mod(times + shift, period)
+        order = np.argsort(shifted, kind="stable")
+        base, rows = _tiled(shifted[order], n, period, tiles, offset_s)
+        rows = order[rows]
+        scale = np.full(base.shape, rate_scale) if shape is None else rate_scale * shape(base)
+        copies = max(copies, int(np.ceil(float(scale.max(initial=0.0)) - 1e-9)))
+        keep = rng.random(base.shape[0]) < np.clip(scale - j, 0.0, 1.0)
+        parts_t.append(base[keep])
+        parts_rows.append(rows[keep])
+        j, shift = j + 1, float(rng.uniform(0.0, period))
+    return np.concatenate(parts_t), np.concatenate(parts_rows)
+
+
+def _clumped(
+    times: FloatArray,
+    n: int,
+    period: float,
+    tiles: int,
+    offset_s: float,
+    rate_scale: float,
+    shape: Callable[[FloatArray], FloatArray] | None,
+    jitter_s: float,
+    rng: np.random.Generator,
+) -> tuple[FloatArray, np.ndarray]:
+    """Each request drawn ``floor(m)`` or ``ceil(m)`` times (``m = rate_scale × shape``), the copies after the
+    first jittered within ``jitter_s`` (one mean gap) of it."""
+    base, rows = _tiled(times, n, period, tiles, offset_s)
     scale = np.full(base.shape, rate_scale) if shape is None else rate_scale * shape(base)
     whole = np.floor(scale).astype(np.int64)
     counts = whole + (rng.random(base.shape[0]) < (scale - whole))
@@ -199,8 +266,4 @@ def replay(
     starts = np.cumsum(counts) - counts
     rank = np.arange(t.shape[0]) - np.repeat(starts, counts)
     first_copy = rank == 0
-    t = np.where(first_copy, t, t + rng.random(t.shape[0]) * gap * time_scale)
-    keep = (t >= 0) & (t < duration_s)
-    t, rows = t[keep], rows[keep]
-    order = np.argsort(t, kind="stable")
-    return t[order], rows[order]
+    return np.where(first_copy, t, t + rng.random(t.shape[0]) * jitter_s), rows

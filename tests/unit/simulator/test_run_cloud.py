@@ -30,6 +30,7 @@ tiers:
 WORKLOAD = """
 seed: 2
 duration: 3h
+warmup: cold
 tiers:
   jobs:
     kind: batch

@@ -42,10 +42,13 @@ tiers:
 """
 
 # A quiet start, then six times the load for 25 minutes, then quiet again; a batch burst at 20 minutes.
+# Cold: the fleet opens on its floor (a steady warm-up launches and retires instances of its own, which
+# moves the boot delays the spike's launches draw).
 WORKLOAD = """
 seed: 4
 start: "2026-03-16T10:00:00+00:00"
 duration: 80m
+warmup: cold
 tiers:
   web:
     kind: poisson

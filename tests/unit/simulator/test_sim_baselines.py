@@ -125,9 +125,11 @@ def test_skyserve_targets_the_rate_one_instance_serves_at_the_slo(setup) -> None
 
 
 def _replayed(w, models, tier: str, counts: np.ndarray) -> float:
-    """SLO attainment of minute-by-minute ``counts`` replayed with instant instances."""
+    """SLO attainment of minute-by-minute ``counts`` replayed with instant instances (from t = 0: the oracle's
+    counts have no warm-up)."""
+    cold = w.model_copy(update={"warmup": "cold"})
     fleet = run_counts(
-        w, models, lambda _n, t, _s, _c: int(counts[min(int(t // 60), counts.shape[0] - 1)]), BaselineSettings(),
+        cold, models, lambda _n, t, _s, _c: int(counts[min(int(t // 60), counts.shape[0] - 1)]), BaselineSettings(),
         poll_s=60.0, initial={tier: int(counts[0])}, delay_s=0.0,
     )  # fmt: skip
     attained = outcomes(fleet, w.duration)[tier].slo_attainment

@@ -5,7 +5,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scalectl.simulator.workloads.traces import TraceError, read_azure_csv, read_mooncake_jsonl, read_trace, replay
+from scalectl.simulator.workloads.traces import (
+    Trace,
+    TraceError,
+    read_azure_csv,
+    read_mooncake_jsonl,
+    read_trace,
+    replay,
+)
 
 
 def test_real_azure_conversation_trace(traces_dir: Path) -> None:
@@ -147,3 +154,73 @@ def test_replay_shape_multiplies_the_rate(tmp_path: Path) -> None:
         shape=lambda x: np.where(x < 50.0, 2.0, 0.0), rng=rng,
     )  # fmt: skip
     assert t.shape[0] == 1000 and t.max() < 50.0 + 0.1
+
+
+def _stream(rng: np.random.Generator, rate: float, span_s: float, burst: int = 1) -> Trace:
+    """A recorded stream: Poisson arrivals at ``rate`` per second, or (``burst`` > 1) Poisson bursts of
+    ``burst`` requests a second apart at most, so its counts per 10 s vary ``burst``× more than Poisson."""
+    starts = np.sort(rng.uniform(0.0, span_s, rng.poisson(rate * span_s / burst)))
+    t = np.sort((starts[:, None] + rng.uniform(0.0, 1.0, (starts.shape[0], burst))).ravel())
+    t = t[t < span_s]
+    ones = np.ones(t.shape[0])
+    return Trace("stream", t - t[0], ones * 100, ones * 10, ones * 0)
+
+
+def _dispersion(t: np.ndarray, span_s: float, bin_s: float = 10.0) -> tuple[float, float]:
+    """Mean count per bin and the index of dispersion (variance / mean) of the counts."""
+    counts = np.bincount(np.floor(t / bin_s).astype(np.int64), minlength=int(span_s // bin_s))[: int(span_s // bin_s)]
+    return float(counts.mean()), float(counts.var() / counts.mean())
+
+
+def _replayed(trace: Trace, scale: float, replication: str | None = None, seed: int = 1) -> np.ndarray:
+    """``trace`` replayed once at ``scale``; ``replication`` None: the default."""
+    how = {} if replication is None else {"replication": replication}
+    t, _ = replay(
+        trace, duration_s=1e9, rate_scale=scale, time_scale=1.0, repeat=1, offset_s=0.0, shape=None,
+        rng=np.random.default_rng(seed), **how,  # type: ignore[arg-type]
+    )  # fmt: skip
+    return t
+
+
+def test_replication_superposes_independent_streams() -> None:
+    # A Poisson-like trace of 15 req/s replicated x10: the counts per 10 s bin of 10 independent streams vary
+    # like one Poisson stream of 150 req/s (index of dispersion ~1), where the clumped form puts each
+    # request's copies in the same bin (~10). The mean rate is the trace's x10 exactly.
+    trace = _stream(np.random.default_rng(0), 15.0, 3600.0)
+    assert _dispersion(trace.t, 3600.0)[1] == pytest.approx(1.0, abs=0.25)
+    independent = _replayed(trace, 10.0)  # the default
+    assert independent.shape[0] == 10 * len(trace)
+    mean, dispersion = _dispersion(independent, 3600.0)
+    assert mean == pytest.approx(10 * len(trace) / 360, rel=0.01)
+    assert dispersion == pytest.approx(1.0, abs=0.3)
+
+
+def test_clumped_replication_is_ten_times_burstier() -> None:
+    trace = _stream(np.random.default_rng(0), 15.0, 3600.0)
+    clumped = _replayed(trace, 10.0, "clumped")
+    assert clumped.shape[0] == 10 * len(trace)
+    assert _dispersion(clumped, 3600.0)[1] == pytest.approx(10.0, rel=0.3)
+
+
+def test_replication_keeps_each_streams_own_burstiness() -> None:
+    # A bursty trace (dispersion ~5): ten independent copies of it vary like ten such streams (~5), not like
+    # one stream x10 (~50) nor like Poisson draws from its rate curve (~1).
+    trace = _stream(np.random.default_rng(2), 15.0, 3600.0, burst=5)
+    one = _dispersion(trace.t, 3600.0)[1]
+    assert 3.5 < one < 7.0
+    assert _dispersion(_replayed(trace, 10.0), 3600.0)[1] == pytest.approx(one, rel=0.35)
+
+
+def test_fractional_replication_thins_the_last_copy() -> None:
+    trace = _stream(np.random.default_rng(3), 15.0, 3600.0)
+    t = _replayed(trace, 2.5)
+    assert t.shape[0] == pytest.approx(2.5 * len(trace), rel=0.02)
+    assert np.all(np.diff(t) >= 0) and t.min() >= 0 and t.max() < 3600.0
+    assert _dispersion(t, 3600.0)[1] == pytest.approx(1.0, abs=0.3)
+
+
+def test_first_copy_is_the_trace_as_recorded(tmp_path: Path) -> None:
+    trace = read_trace(_synthetic(tmp_path))
+    kw = dict(duration_s=1e9, time_scale=1.0, repeat=1, offset_s=0.0, shape=None)
+    once, _ = replay(trace, rate_scale=1.0, rng=np.random.default_rng(0), **kw)
+    assert np.array_equal(once, trace.t)
