@@ -24,7 +24,7 @@ def heldout(traces_dir: Path) -> ModuleType:
     return module
 
 
-# (seed, day, hardware) -> the summary docs/simulator.md's tables were measured on
+# (seed, day, hardware) -> the summary bench/README.md's tables were measured on
 DOCUMENTED = {
     (1, 0, "h100-8b"): "Poisson 160.5 req/s at peak, prompts 511/outputs 180 tokens, h100-8b, Australia/Sydney, "
     "TTFT 600 ms, aimed at 4 at peak, ×1.51 for 8m at +188m",
