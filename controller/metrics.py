@@ -24,9 +24,34 @@ if TYPE_CHECKING:
     from scalectl.controller.store.repository import Store
 
 # Signals the policies read (policies.types.Signals), exported per tier when known; absent when unknown.
-SIGNALS = ("queue_depth", "in_flight", "ttft_p95_s", "requests_waiting", "requests_running", "kv_cache_usage")
-SIGNAL_METRIC_NAMES = {"ttft_p95_s": "ttft_p95_seconds", "kv_cache_usage": "kv_cache_usage_ratio"}
-TARGETS = ("queue_per_instance", "in_flight_per_instance", "ttft_p95_max_seconds")
+SIGNALS = (
+    "queue_depth",
+    "in_flight",
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "ttft_p99_s",
+    "requests_waiting",
+    "requests_running",
+    "kv_cache_usage",
+    "request_rate",
+    "finish_rate",
+    "prompt_tokens_rate",
+    "generation_tokens_rate",
+)
+SIGNAL_METRIC_NAMES = {
+    "ttft_p50_s": "ttft_p50_seconds",
+    "ttft_p95_s": "ttft_p95_seconds",
+    "ttft_p99_s": "ttft_p99_seconds",
+    "kv_cache_usage": "kv_cache_usage_ratio",
+    "request_rate": "requests_per_second",
+    "finish_rate": "finished_per_second",
+    "prompt_tokens_rate": "prompt_tokens_per_second",
+    "generation_tokens_rate": "generation_tokens_per_second",
+}
+# The TTFT the policy holds (the quantile its ``ttft_quantile`` names), exported as one more signal so a dashboard
+# plots it against ``ttft_max_seconds`` without knowing which quantile a tier chose.
+TTFT_HELD = "ttft_held_seconds"
+TARGETS = ("queue_per_instance", "in_flight_per_instance", "ttft_max_seconds", "ttft_quantile", "ttft_p95_max_seconds")
 INSTANCE_STATES = tuple(s.value for s in InstanceState if s.is_live)  # the label values of live instances
 DECISION_OUTCOMES = ("scale_out", "scale_in", "hold", "hold_unknown_signals")
 # Instance and tier events the reconciler records (store `events.kind`), counted as they are written.

@@ -11,7 +11,7 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from scalectl.controller.metrics import INSTANCE_STATES, SIGNAL_METRIC_NAMES, SIGNALS, DaemonMetrics
+from scalectl.controller.metrics import INSTANCE_STATES, SIGNAL_METRIC_NAMES, SIGNALS, TTFT_HELD, DaemonMetrics
 from scalectl.controller.reconciler.loop import TickReport
 from scalectl.controller.store.models import EventRecord, InstanceRecord
 from scalectl.controller.store.repository import Store
@@ -38,12 +38,32 @@ def decision_outcome(current: int, desired: int, reason: str) -> str:
 def policy_targets(spec: TierSpec) -> dict[str, float]:
     """The thresholds a tier's policy compares its signals with (the reactive rules of a predictive one)."""
     rules: Any = getattr(spec.policy, "reactive", None) or spec.policy
+    ttft_max = _either(rules, spec.policy, "ttft_max", "ttft_p95_max")
     found = {
         "queue_per_instance": getattr(rules, "queue_per_instance", None),
         "in_flight_per_instance": getattr(rules, "in_flight_per_instance", None),
-        "ttft_p95_max_seconds": getattr(rules, "ttft_p95_max", None) or getattr(spec.policy, "ttft_p95_max", None),
+        "ttft_max_seconds": ttft_max,
+        "ttft_quantile": _either(rules, spec.policy, "ttft_quantile") if ttft_max is not None else None,
+        "ttft_p95_max_seconds": ttft_max,  # the name before ttft_max; kept one release for existing dashboards
     }
     return {name: float(v) for name, v in found.items() if v is not None}
+
+
+def _either(rules: Any, policy: Any, *names: str) -> Any:
+    """The first of ``names`` set on the reactive rules or on the policy itself (None: none is)."""
+    for source in (rules, policy):
+        for name in names:
+            value = getattr(source, name, None)
+            if value is not None:
+                return value
+    return None
+
+
+def held_ttft(spec: TierSpec | None, values: Mapping[str, float | None]) -> float | None:
+    """The TTFT at the quantile the tier's policy holds (p99 unless ``ttft_quantile`` says otherwise)."""
+    quantile = _either(getattr(spec.policy, "reactive", None), spec.policy, "ttft_quantile") if spec else None
+    key = {0.5: "ttft_p50_s", 0.95: "ttft_p95_s", 0.99: "ttft_p99_s"}.get(float(quantile or 0.99), "ttft_p99_s")
+    return values.get(key)
 
 
 class MetricsFeed:
@@ -84,6 +104,11 @@ class MetricsFeed:
                     _remove(m.signal, name, label)
                 else:
                     m.signal.labels(name, label).set(float(values[signal]))  # type: ignore[arg-type]
+            held = held_ttft(tiers.get(name), values)
+            if held is None:
+                _remove(m.signal, name, TTFT_HELD)
+            else:
+                m.signal.labels(name, TTFT_HELD).set(held)
             for source in tick.errors:  # "vllm 10.0.0.7:8000" -> "vllm": instances come and go, labels must not
                 m.signal_errors.labels(name, source.split(" ", 1)[0]).inc()
         for provider in report.provider_errors:

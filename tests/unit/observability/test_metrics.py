@@ -195,3 +195,21 @@ def test_instances_cost_and_the_oldest_unready_come_from_one_grouped_read(store:
     assert value(metrics, "scalectl_tier_hourly_cost_dollars", tier="research") == 5.0
     assert value(metrics, "scalectl_tier_oldest_unready_seconds", tier="research") == 2600.0
     assert value(metrics, "scalectl_tier_oldest_unready_seconds", tier="orchestrator") == 0.0
+
+
+def test_the_ttft_the_policy_holds_and_the_rates_decisions_quote_are_exported(store: Store) -> None:
+    """The dashboard plots the quantile the policy holds (p99 unless ``ttft_quantile`` says otherwise) against
+    ``ttft_max``, and the request rate the policy sizes on; all absent while unknown."""
+    metrics = DaemonMetrics()
+    feed = MetricsFeed(metrics)
+    known = Signals(ttft_p95_s=0.31, ttft_p99_s=0.62, request_rate=41.5, finish_rate=40.0)
+    _feed(feed, store, _tick(0.0, orchestrator=TierTick("orchestrator", 2, 2, "hold", 2, signals=known)))
+    assert value(metrics, "scalectl_tier_signal", tier="orchestrator", signal="ttft_held_seconds") == 0.62  # p99
+    assert value(metrics, "scalectl_tier_signal", tier="orchestrator", signal="ttft_p99_seconds") == 0.62
+    assert value(metrics, "scalectl_tier_signal", tier="orchestrator", signal="requests_per_second") == 41.5
+    assert value(metrics, "scalectl_tier_signal", tier="orchestrator", signal="finished_per_second") == 40.0
+    assert value(metrics, "scalectl_tier_target", tier="orchestrator", target="ttft_max_seconds") == 0.5
+    assert value(metrics, "scalectl_tier_target", tier="orchestrator", target="ttft_quantile") == 0.99
+    _feed(feed, store, _tick(5.0, orchestrator=TierTick("orchestrator", 2, 2, "hold", 2, signals=Signals())))
+    assert value(metrics, "scalectl_tier_signal", tier="orchestrator", signal="ttft_held_seconds") is None
+    assert value(metrics, "scalectl_tier_signal", tier="orchestrator", signal="requests_per_second") is None
