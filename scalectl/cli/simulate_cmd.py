@@ -9,6 +9,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from scalectl.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail, report_console
@@ -79,10 +80,7 @@ def simulate_command(
                 console.print(table)
         else:  # empty tables of dashes would read as baselines that ran and found nothing
             console.print("baselines: not run (--no-baselines)", highlight=False)
-        for line in result.report.timeout_lines() + result.report.rollout_lines():
-            console.print(line, highlight=False)
-        for line in result.report.warnings:
-            console.print(f"[yellow]warning:[/] {line}", highlight=False)
+        print_lines(console, result.report.timeout_lines() + result.report.rollout_lines(), result.report.warnings)
         run = data["controller"]
         console.print(
             f"controller: {run['ticks']:,} ticks, {run['decisions']:,} decisions recorded, "
@@ -93,6 +91,15 @@ def simulate_command(
         )
     else:
         emit(data, output)
+
+
+def print_lines(console: Console, lines: list[str], warnings: list[str]) -> None:
+    """The report's sentences, whole: escaped (a "[2m, 5m]" in one is text, not rich markup that would swallow
+    it) and never wrapped or cut by the console's width (a terminal or a pager wraps them)."""
+    for line in lines:
+        console.print(escape(line), highlight=False, soft_wrap=True)
+    for line in warnings:
+        console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
 
 def _say_waiting(stderr: Console, left: list[str]) -> None:

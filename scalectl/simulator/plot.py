@@ -33,7 +33,6 @@ def plot_report(report: Report, path: str | Path, frame: PlotFrame | None = None
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
@@ -74,13 +73,24 @@ def plot_report(report: Report, path: str | Path, frame: PlotFrame | None = None
             right.set_title(f"{name}: Celery queue")
             right.legend(loc="upper right", fontsize=7)
         for ax in (left, right):
-            ax.xaxis.set_major_formatter(mdates.DateFormatter("%a %H:%M", tz=zone))
+            time_axis(ax, zone)
             ax.set_xlabel(f"time ({_zone_name(zone, frame.start_epoch)})")
     fig.suptitle(_title(report, frame), fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def time_axis(ax: Any, zone: tzinfo) -> None:
+    """Clock-time ticks that never overlap on a half-width panel: at most six, labelled concisely (hours, with
+    the day where it changes). A fixed "%a %H:%M" on the default locator put a label every two hours on a
+    day's run, and they ran into each other."""
+    import matplotlib.dates as mdates
+
+    locator = mdates.AutoDateLocator(tz=zone, minticks=3, maxticks=6)
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=zone))
 
 
 def _latency_panel(ax: Any, series: dict[str, Any], frame: PlotFrame, name: str, slo_s: float, zone: tzinfo) -> None:

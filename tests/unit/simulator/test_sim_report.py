@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from pathlib import Path
 
@@ -110,3 +111,29 @@ def test_requests_cut_by_the_clients_timeout_are_counted_and_said() -> None:
     assert report.to_dict()["tiers"]["chat"]["timed_out"] == 7
     (line,) = report.timeout_lines()
     assert line.startswith("tier chat: 7 requests (0.70%)") and "counted as misses" in line
+
+
+def test_time_axis_labels_do_not_overlap_on_a_days_run() -> None:
+    """A day's run on a half-width panel: the tick labels, as drawn, do not run into each other."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from datetime import UTC, datetime
+
+    import matplotlib.pyplot as plt
+
+    from scalectl.simulator.plot import time_axis
+
+    start = datetime(2026, 3, 16, tzinfo=UTC).timestamp()
+    clock = [datetime.fromtimestamp(start + m * 60, UTC) for m in range(0, 24 * 60 + 1, 5)]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4))
+    for ax in axes:
+        ax.plot(clock, range(len(clock)))
+        time_axis(ax, UTC)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    boxes = [t.get_window_extent(renderer) for t in axes[0].get_xticklabels() if t.get_text()]
+    plt.close(fig)
+    assert 3 <= len(boxes) <= 7
+    for a, b in itertools.pairwise(boxes):
+        assert a.x1 < b.x0, "two time labels overlap"
