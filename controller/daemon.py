@@ -110,11 +110,12 @@ class Daemon:
         except Exception:
             store.engine.dispose()
             raise
-        clock = demo_clock(store, self.options.speed, self.real_clock.now())
-        if clock is not None:
-            self.clock = clock
-            self._started = clock.now()
-        fleet, embedded = load_fleet(store, self.options.config_file, self.clock.now())
+        try:
+            fleet, embedded = self._start_fleet(store)
+        except Exception:  # a configuration it cannot run: hand the lease back and stop, nothing left behind
+            replica.stop()
+            store.engine.dispose()
+            raise
         self._fleet = fleet
         built = build_providers(provider_configs(fleet, self.settings), self.clock)
         # The reconciler acts only inside a valid term: its commits are fenced, its provider calls checked.
@@ -148,6 +149,13 @@ class Daemon:
         self._config_version = store.config.version()
         self._publish_clock(store)
         return Controller(self.settings, self.clock, store, providers, signals, reconciler, {"embedded": embedded})
+
+    def _start_fleet(self, store: Store) -> tuple[FleetConfig, bool]:
+        clock = demo_clock(store, self.options.speed, self.real_clock.now())
+        if clock is not None:
+            self.clock = clock
+            self._started = clock.now()
+        return load_fleet(store, self.options.config_file, self.clock.now())
 
     async def _refresh_config(self, controller: Controller) -> None:
         """`scalectl apply` while running: new providers get adapters; tiers are read every tick anyway."""

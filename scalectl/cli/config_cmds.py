@@ -14,7 +14,7 @@ from scalectl.cli.context import open_store, settings, user_errors
 from scalectl.cli.output import EXIT_DIFF, EXIT_OK, Format, OutputOption, emit
 from scalectl.clocks import SystemClock
 from scalectl.controller.store.repository import diff_config
-from scalectl.tiers.config import load_config
+from scalectl.tiers.config import FleetConfig, load_config, model_warnings
 
 FileOption = typer.Option(..., "--filename", "-f", exists=False, help="Tiers YAML file.")
 
@@ -22,6 +22,11 @@ FileOption = typer.Option(..., "--filename", "-f", exists=False, help="Tiers YAM
 def _summary(spec: dict[str, Any]) -> str:
     policy = spec.get("policy", {})
     return f"{policy.get('kind')} {spec.get('capacity')} {spec.get('gpu')} [{spec.get('min')}..{spec.get('max')}]"
+
+
+def _warn(fleet: FleetConfig, source: Path) -> None:
+    for warning in model_warnings(fleet, str(source)):
+        typer.echo(f"warning: {warning}", err=True)
 
 
 def register(app: typer.Typer) -> None:
@@ -33,6 +38,7 @@ def register(app: typer.Typer) -> None:
         """Validate a tiers file and store it as a new configuration version (only if it changed)."""
         with user_errors():
             fleet, text = load_config(filename)
+            _warn(fleet, filename)
             store = open_store(settings())
             version, changes = store.config.apply(fleet, text, str(filename), SystemClock().now())
         rows = [{"tier": c.tier, "change": c.change} for c in changes]
@@ -52,6 +58,7 @@ def register(app: typer.Typer) -> None:
         """Show what `apply` would change. Exit 0: no changes; 3: there are changes; 2: invalid file."""
         with user_errors():
             fleet, _ = load_config(filename)
+            _warn(fleet, filename)
             store = open_store(settings())
             changes = diff_config(store.config.tier_specs(), fleet)
         changed = [c for c in changes if c.change != "unchanged"]
