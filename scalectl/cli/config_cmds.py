@@ -14,6 +14,7 @@ from scalectl.cli.context import open_store, settings, user_errors
 from scalectl.cli.output import EXIT_DIFF, EXIT_OK, Format, OutputOption, emit
 from scalectl.clocks import SystemClock
 from scalectl.controller.store.repository import diff_config
+from scalectl.sources.redact import mask_secrets
 from scalectl.tiers.config import FleetConfig, load_config, model_warnings
 
 FileOption = typer.Option(..., "--filename", "-f", exists=False, help="Tiers YAML file.")
@@ -66,8 +67,8 @@ def register(app: typer.Typer) -> None:
             if not changed:
                 typer.echo("no changes")
             for c in changed:
-                before = yaml.safe_dump(c.before, sort_keys=True).splitlines() if c.before else []
-                after = yaml.safe_dump(c.after, sort_keys=True).splitlines() if c.after else []
+                before = yaml.safe_dump(mask_secrets(c.before), sort_keys=True).splitlines() if c.before else []
+                after = yaml.safe_dump(mask_secrets(c.after), sort_keys=True).splitlines() if c.after else []
                 typer.echo(f"tier {c.tier}: {c.change}")
                 for line in difflib.unified_diff(before, after, "stored", str(filename), lineterm="", n=2):
                     typer.echo(f"  {line}")
@@ -81,6 +82,7 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             store = open_store(settings())
             specs = store.config.tier_specs()
+            fleet = store.config.fleet_config()
             version = store.config.version()
         if output is Format.table:
             emit(
@@ -96,4 +98,17 @@ def register(app: typer.Typer) -> None:
                 output,
             )
         else:
-            emit({"version": version, "tiers": json.loads(json.dumps(specs))}, output)
+            emit(_stored_document(version, fleet), output)
+
+
+def _stored_document(version: int | None, fleet: FleetConfig | None) -> dict[str, Any]:
+    """The stored configuration as a tiers file `apply -f` takes back (every field, defaults included;
+    ``version`` is read-only and ignored by apply; secrets are masked by ``emit``)."""
+    if fleet is None:
+        return {"version": version, "tiers": {}}
+    document: dict[str, Any] = json.loads(fleet.model_dump_json(by_alias=True, exclude_none=False))
+    if not document.get("providers"):
+        document.pop("providers", None)
+    if document.get("budget_per_hour") is None:
+        document.pop("budget_per_hour", None)
+    return {"version": version, **document}

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
+from scalectl.sources.redact import mask_secrets
+
 if TYPE_CHECKING:  # rich loads when a table or an error is printed: `status -o json` never needs it
     from rich.console import Console
 
@@ -30,7 +32,8 @@ OutputOption = typer.Option(Format.table, "--output", "-o", help="Output format:
 
 
 def emit(data: Any, fmt: Format, *, columns: Sequence[str] | None = None, title: str | None = None) -> None:
-    """Print ``data`` (a list of row dicts, or a dict) in the chosen format."""
+    """Print ``data`` (a list of row dicts, or a dict) in the chosen format, secrets masked in every one."""
+    data = mask_secrets(data)
     if fmt is Format.json:
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
         return

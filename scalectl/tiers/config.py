@@ -259,12 +259,27 @@ def parse_config(text: str, source: str = "<config>") -> FleetConfig:
         raise ConfigError(source, [f"{where}invalid YAML: {problem}"]) from None
     if not isinstance(data, Mapping) or "tiers" not in data:
         raise ConfigError(source, ["expected a mapping with a top-level `tiers:` key"])
+    data = _without_read_only(data, source)
     try:
         return FleetConfig.model_validate(data)
     except ValidationError as exc:
         problems = _format_validation_error(exc, data)
         problems += [p for p in _cross_field_problems(data) if p not in problems]
         raise ConfigError(source, problems) from None
+
+
+def _without_read_only(data: Mapping[str, Any], source: str) -> Mapping[str, Any]:
+    """`scalectl get tiers -o yaml|json` prints the stored version beside the configuration; applying that
+    output back is allowed, and the version (read-only: the store numbers what it stores) is ignored."""
+    if "version" not in data:
+        return data
+    version = data["version"]
+    if version is not None and (type(version) is not int or version < 1):
+        raise ConfigError(
+            source,
+            [f"version: expected the stored version `scalectl get tiers` printed (read-only), got {version!r}"],
+        )
+    return {k: v for k, v in data.items() if k != "version"}
 
 
 def load_config(path: str | Path) -> tuple[FleetConfig, str]:
