@@ -130,14 +130,19 @@ class SqliteStatusReads:
         ]
         return ReplicaView(Lease(*lease[0]) if lease else None, replicas, [Lease(*row) for row in tiers])
 
-    def world_now(self, wall: float) -> float:
-        """``scalectl.controller.store.world_clock.world_now``."""
+    def world_clock(self) -> WorldClock | None:
+        """``scalectl.controller.store.world_clock.read``."""
         query = "SELECT speed, world_at, wall_at, running FROM world_clock WHERE name = :name"
         rows = self._rows(query, {"name": DAEMON})
         if not rows:
-            return wall
+            return None
         speed, world_at, wall_at, running = rows[0]
-        return WorldClock(speed, world_at, wall_at, bool(running)).now(wall)
+        return WorldClock(speed, world_at, wall_at, bool(running))
+
+    def world_now(self, wall: float) -> float:
+        """``scalectl.controller.store.world_clock.world_now``."""
+        clock = self.world_clock()
+        return wall if clock is None else clock.now(wall)
 
 
 def _json(value: str | None) -> Any:

@@ -27,6 +27,7 @@ EXIT_OK = 0
 EXIT_ERROR = 1  # the operation failed (provider, store, runtime)
 EXIT_USAGE = 2  # bad input: configuration, arguments, files; nothing was changed
 EXIT_DIFF = 3  # `diff`: there are differences (like `diff(1)` returning 1, kept apart from errors)
+EXIT_NO_DAEMON = 4  # `status`: no daemon is running; what it printed is the last stored state, stale
 
 OutputOption = typer.Option(Format.table, "--output", "-o", help="Output format: table, json or yaml.")
 

@@ -155,7 +155,8 @@ def test_sigterm_stops_cleanly_after_the_tick_in_progress(tmp_path: Path) -> Non
         assert {t["tier"] for t in status["tiers"]} == {"orchestrator", "research", "support-daytime"}
         # `scalectl status -o json` prints the same document (read a moment later, so counts may move on).
         printed = json_of(scalectl(tmp_path, "status", "-o", "json"))
-        assert set(printed) == set(status) == {"tiers", "leader", "replicas"}
+        assert set(printed) == set(status) == {"tiers", "leader", "replicas", "daemon"}
+        assert printed["daemon"]["running"] is status["daemon"]["running"] is True
         assert [sorted(row) for row in printed["tiers"]] == [sorted(row) for row in status["tiers"]]
         assert {k: printed["leader"][k] for k in ("host", "pid", "epoch", "since")} == {
             k: status["leader"][k] for k in ("host", "pid", "epoch", "since")
