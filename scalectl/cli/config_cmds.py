@@ -11,13 +11,14 @@ import typer
 import yaml
 
 from scalectl.cli.context import open_store, settings, user_errors
+from scalectl.cli.files import chosen_file, file_option, old_spelling
 from scalectl.cli.output import EXIT_DIFF, EXIT_OK, Format, OutputOption, emit
 from scalectl.clocks import SystemClock
 from scalectl.controller.store.repository import diff_config
 from scalectl.sources.redact import mask_secrets
 from scalectl.tiers.config import FleetConfig, load_config, model_warnings
 
-FileOption = typer.Option(..., "--filename", "-f", exists=False, help="Tiers YAML file.")
+FILE_HELP = "Tiers YAML file."
 
 
 def _summary(spec: dict[str, Any]) -> str:
@@ -35,8 +36,14 @@ def register(app: typer.Typer) -> None:
     app.add_typer(get_app, name="get")
 
     @app.command()
-    def apply(filename: Path = FileOption, output: Format = OutputOption) -> None:
+    def apply(
+        file: Path | None = file_option(FILE_HELP),
+        output: Format = OutputOption,
+        filename_: Path | None = old_spelling("--filename"),
+    ) -> None:
         """Validate a tiers file and store it as a new configuration version (only if it changed)."""
+        filename = chosen_file(file, filename_)
+        assert filename is not None
         with user_errors():
             fleet, text = load_config(filename)
             _warn(fleet, filename)
@@ -55,8 +62,14 @@ def register(app: typer.Typer) -> None:
         emit({"version": version or store.config.version(), "changed": version is not None, "tiers": rows}, output)
 
     @app.command()
-    def diff(filename: Path = FileOption, output: Format = OutputOption) -> None:
+    def diff(
+        file: Path | None = file_option(FILE_HELP),
+        output: Format = OutputOption,
+        filename_: Path | None = old_spelling("--filename"),
+    ) -> None:
         """Show what `apply` would change. Exit 0: no changes; 3: there are changes; 2: invalid file."""
+        filename = chosen_file(file, filename_)
+        assert filename is not None
         with user_errors():
             fleet, _ = load_config(filename)
             _warn(fleet, filename)

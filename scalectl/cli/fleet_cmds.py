@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from scalectl.cli.context import open_store, settings, user_errors
+from scalectl.cli.files import tier_names
 from scalectl.cli.output import EXIT_NO_DAEMON, EXIT_USAGE, Format, OutputOption, emit, fail
 from scalectl.clocks import SystemClock
 from scalectl.controller.settings import Settings
@@ -101,7 +102,7 @@ def register(app: typer.Typer) -> None:
 
     @describe_app.command("tier")
     def describe_tier(
-        name: str,
+        name: str = typer.Argument(..., autocompletion=tier_names),
         output: Format = OutputOption,
         decisions: int = typer.Option(10, help="How many recent decisions to show."),
     ) -> None:
@@ -151,7 +152,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def events(
-        tier: str | None = typer.Option(None, help="Only this tier."),
+        tier: str | None = typer.Option(None, help="Only this tier.", autocompletion=tier_names),
         since: str | None = typer.Option(None, help='Only this recent, e.g. "1h".'),
         limit: int = typer.Option(50, help="At most this many of each kind."),
         output: Format = OutputOption,
