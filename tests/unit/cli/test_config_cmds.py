@@ -37,7 +37,7 @@ def test_the_issue_example_is_accepted_as_written_and_versioned(cli: CliRunner) 
     code, out, _ = run(cli, "get", "tiers", "-o", "json")
     tiers = json.loads(out)["tiers"]
     assert tiers["research"]["policy"]["kind"] == "scale-to-zero"
-    assert tiers["orchestrator"]["policy"]["ttft_p95_max"] == "500ms"
+    assert tiers["orchestrator"]["policy"]["ttft_max"] == "500ms"
 
 
 def test_diff_exit_codes(cli: CliRunner, tmp_path: Path) -> None:
