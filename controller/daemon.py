@@ -91,6 +91,7 @@ class Daemon:
         self._wake_task: asyncio.Future[None] | None = None
         self._woken = False  # the activator asked for a tick while one was running: run another right after
         self._tiers_ticked = 0  # tiers the last successful tick acted on
+        self._world_set = options.speed == 1.0  # an accelerated world's time is known once its clock is set
 
     # ---- wiring ----------------------------------------------------------------------------------
     def build(self) -> Controller:
@@ -150,11 +151,17 @@ class Daemon:
         self._publish_clock(store)
         return Controller(self.settings, self.clock, store, providers, signals, reconciler, {"embedded": embedded})
 
+    def world_now(self) -> float | None:
+        """The demo world's time for log lines: None until the demo clock is set (before it, the scaled
+        clock still reads the wall time, which would put a second clock in the log)."""
+        return self.clock.now() if self._world_set else None
+
     def _start_fleet(self, store: Store) -> tuple[FleetConfig, bool]:
         clock = demo_clock(store, self.options.speed, self.real_clock.now())
         if clock is not None:
             self.clock = clock
             self._started = clock.now()
+        self._world_set = True
         return load_fleet(store, self.options.config_file, self.clock.now())
 
     async def _refresh_config(self, controller: Controller) -> None:

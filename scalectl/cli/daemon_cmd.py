@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
         daemon = Daemon(s, DaemonOptions(config_file=config, speed=speed, max_ticks=ticks, run_for=duration))
         try:
             setup_logging(
-                log_level or s.log_level, log_format or LogFormat(s.log_format), lambda: daemon.clock.now(), speed=speed
+                log_level or s.log_level, log_format or LogFormat(s.log_format), daemon.world_now, speed=speed
             )
         except ValueError as exc:
             fail(f"--log-level: {exc}", EXIT_USAGE)
