@@ -52,7 +52,7 @@ def _file_tiers(path: Path) -> list[str]:
 
 def _stored_tiers() -> list[str]:
     from scalectl.controller.settings import Settings
-    from scalectl.controller.store.status_reads import open_sqlite_reads
+    from scalectl.controller.views.status_reads import open_sqlite_reads
 
     reads = open_sqlite_reads(Settings().resolved_database_url())
     if reads is None:  # not a SQLite file at the current schema: no database round trip on a TAB
