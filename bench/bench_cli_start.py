@@ -1,12 +1,13 @@
-"""How long `scalectl status` takes from process start to exit (target: < 0.3 s), and which imports cost most.
+"""How long `scalectl status`, `--help`, `--version` and a shell completion take from process start to exit
+(target: < 0.3 s each), and which imports cost most.
 
-    python bench/bench_cli_start.py                     # this checkout, 10 runs
+    python bench/bench_cli_start.py                     # this checkout, 10 runs of each
     python bench/bench_cli_start.py --root /other/tree  # another checkout (e.g. the previous release)
     python bench/bench_cli_start.py --runs 20 --top 15
 
-Runs `python -m cli.main status -o json` against a fresh SQLite data directory (created, migrated
-and given the example tiers once before timing), prints the median and best wall and CPU seconds, then the
-slowest top-level imports from one run under `-X importtime`.
+Runs each command line against a fresh SQLite data directory (created, migrated and given the example tiers
+once before timing), prints the median and best wall and CPU seconds, then the slowest top-level imports of
+`status -o json` from one run under `-X importtime`.
 """
 
 from __future__ import annotations
@@ -25,23 +26,39 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _env(root: Path, data: Path) -> dict[str, str]:
+# name -> (arguments, extra environment). Completion is what bash asks on each TAB (click's protocol).
+CASES: dict[str, tuple[list[str], dict[str, str]]] = {
+    "status -o json": (["status", "-o", "json"], {}),
+    "--help": (["--help"], {}),
+    "--version": (["--version"], {}),
+    "TAB: scalectl <TAB>": ([], {"_SCALECTL_COMPLETE": "complete_bash", "COMP_WORDS": "scalectl ", "COMP_CWORD": "1"}),
+    "TAB: scalectl apply --<TAB>": (
+        [],
+        {"_SCALECTL_COMPLETE": "complete_bash", "COMP_WORDS": "scalectl apply --", "COMP_CWORD": "2"},
+    ),
+}
+OK = (0, 4)  # status exits 4 when no daemon is running (the bench starts none)
+
+
+def _env(root: Path, data: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SCALECTL_") and k != "DATABASE_URL"}
-    env.update({"PYTHONPATH": str(root), "SCALECTL_DATA_DIR": str(data)})
+    env.update({"PYTHONPATH": str(root), "SCALECTL_DATA_DIR": str(data), **(extra or {})})
     return env
 
 
-def _run(root: Path, data: Path, *args: str) -> tuple[float, float, str]:
+def _run(root: Path, data: Path, *python: str, case: str = "status -o json") -> tuple[float, float, str]:
+    args, extra = CASES[case]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, *args, "-m", "scalectl.cli.main", "status", "-o", "json"],
+        [sys.executable, *python, "-m", "scalectl.cli.main", *args],
         cwd=root,
-        env=_env(root, data),
+        env=_env(root, data, extra),
         capture_output=True,
         text=True,
-        check=True,
     )
+    if done.returncode not in OK:
+        raise SystemExit(f"{case}: exit {done.returncode}\n{done.stderr}")
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -75,12 +92,15 @@ def main() -> None:
             capture_output=True,
             check=True,
         )
-        _run(root, data)  # warm the OS file cache and .pyc files
-        samples = [_run(root, data)[:2] for _ in range(args.runs)]
-        walls, cpus = [w for w, _ in samples], [c for _, c in samples]
-        print(f"scalectl status ({root}), {args.runs} runs:")
-        print(f"  wall  median {statistics.median(walls):.3f} s   best {min(walls):.3f} s")
-        print(f"  cpu   median {statistics.median(cpus):.3f} s   best {min(cpus):.3f} s")
+        print(f"scalectl ({root}), {args.runs} runs each:")
+        for case in CASES:
+            _run(root, data, case=case)  # warm the OS file cache and .pyc files
+            samples = [_run(root, data, case=case)[:2] for _ in range(args.runs)]
+            walls, cpus = [w for w, _ in samples], [c for _, c in samples]
+            print(
+                f"  {case:<28} wall median {statistics.median(walls):.3f} s  best {min(walls):.3f} s   "
+                f"cpu median {statistics.median(cpus):.3f} s"
+            )
         _, _, trace = _run(root, data, "-X", "importtime")
         print("  slowest top-level imports (cumulative):")
         for seconds, name in _top_imports(trace, args.top):

@@ -204,7 +204,7 @@ def draw(seed: int, index: int, hours: float, max_rate: float = 500.0, hardware:
     if hw.gpu_count > 1:
         tier["gpu_count"] = hw.gpu_count
     tier |= {"providers": ["simulated"], "min": 1, "max": max(8, 2 * peak),
-             "policy": {"kind": "min-floor", "ttft_p95_max": f"{target_ms}ms"}}  # fmt: skip
+             "policy": {"kind": "min-floor", "ttft_max": f"{target_ms}ms"}}  # fmt: skip
     if hw.model != LLAMA_8B:
         tier["serving"] = {"model": hw.model}
     tiers = {"tiers": {"api": tier}}

@@ -37,7 +37,7 @@ tiers:
     providers: [simulated]
     min: 1
     max: 64
-    policy: {kind: min-floor, ttft_p95_max: 600ms}
+    policy: {kind: min-floor, ttft_max: 600ms}
 """
 RATE_PER_INSTANCE = 19.3  # requests/s: 1.64 × 11.7, day 8-2's step on instances that served 11.7 below it
 TICK_S, WARM_S, RUN_S = 5.0, 60.0, 300.0

@@ -91,6 +91,7 @@ class Daemon:
         self._wake_task: asyncio.Future[None] | None = None
         self._woken = False  # the activator asked for a tick while one was running: run another right after
         self._tiers_ticked = 0  # tiers the last successful tick acted on
+        self._world_set = options.speed == 1.0  # an accelerated world's time is known once its clock is set
 
     # ---- wiring ----------------------------------------------------------------------------------
     def build(self) -> Controller:
@@ -110,11 +111,12 @@ class Daemon:
         except Exception:
             store.engine.dispose()
             raise
-        clock = demo_clock(store, self.options.speed, self.real_clock.now())
-        if clock is not None:
-            self.clock = clock
-            self._started = clock.now()
-        fleet, embedded = load_fleet(store, self.options.config_file, self.clock.now())
+        try:
+            fleet, embedded = self._start_fleet(store)
+        except Exception:  # a configuration it cannot run: hand the lease back and stop, nothing left behind
+            replica.stop()
+            store.engine.dispose()
+            raise
         self._fleet = fleet
         built = build_providers(provider_configs(fleet, self.settings), self.clock)
         # The reconciler acts only inside a valid term: its commits are fenced, its provider calls checked.
@@ -148,6 +150,19 @@ class Daemon:
         self._config_version = store.config.version()
         self._publish_clock(store)
         return Controller(self.settings, self.clock, store, providers, signals, reconciler, {"embedded": embedded})
+
+    def world_now(self) -> float | None:
+        """The demo world's time for log lines: None until the demo clock is set (before it, the scaled
+        clock still reads the wall time, which would put a second clock in the log)."""
+        return self.clock.now() if self._world_set else None
+
+    def _start_fleet(self, store: Store) -> tuple[FleetConfig, bool]:
+        clock = demo_clock(store, self.options.speed, self.real_clock.now())
+        if clock is not None:
+            self.clock = clock
+            self._started = clock.now()
+        self._world_set = True
+        return load_fleet(store, self.options.config_file, self.clock.now())
 
     async def _refresh_config(self, controller: Controller) -> None:
         """`scalectl apply` while running: new providers get adapters; tiers are read every tick anyway."""

@@ -20,6 +20,7 @@ from scalectl.controller.store.repository import Store
 from scalectl.providers.base import Provider
 from scalectl.sources.reading import SignalSource
 from scalectl.tiers.config import FleetConfig, load_config, parse_config
+from scalectl.tiers.errors import ConfigError
 
 log = logging.getLogger("scalectl.daemon")
 
@@ -33,7 +34,17 @@ def load_fleet(store: Store, config_file: Path | None, now: float) -> tuple[Flee
         version, _ = store.config.apply(fleet, text, str(config_file), now)
         if version is not None:
             log.info("applied %s as config v%d", config_file, version)
-    stored = store.config.fleet_config()
+    try:
+        stored = store.config.fleet_config()
+    except ConfigError as exc:  # refuse to start: every tick would fail on it
+        raise ConfigError(
+            exc.source,
+            [
+                *exc.problems,
+                "the daemon cannot run this stored configuration: fix the tiers file and store it with "
+                "`scalectl apply -f FILE` (or start with `scalectl daemon -f FILE`)",
+            ],
+        ) from None
     if stored is not None:
         return stored, _is_bundled(store)
     text = bundled_tiers_text()

@@ -8,7 +8,7 @@ The threshold rules:
 Conditions (each with a clock in ``PolicyState.since``):
 
 - ``queue_over``: queue depth > queue_per_instance × current (current 0 with depth > 0 counts).
-- ``ttft_over``: TTFT p95 > ttft_p95_max (only when ttft_p95_max is set).
+- ``ttft_over``: TTFT p95 > ttft_max (only when ttft_max is set).
 - ``below``: every configured signal is known, TTFT is not over, and the queue fits fewer instances
   (ceil(depth / qpi) < current). While it holds, the peak queue depth (and the peak work in flight) is
   kept; scale-in sizes for those peaks, so one quiet sample cannot empty the tier. A queue that fits
@@ -83,12 +83,12 @@ def evaluate(
 
     ttft_over: bool | None = None
     ttft_text = ""
-    if rules.ttft_p95_max is not None:
+    if rules.ttft_max is not None:
         if p95 is None:
             unknown.append("ttft_p95_s")
         else:
-            ttft_over = p95 > rules.ttft_p95_max
-            ttft_text = f"TTFT p95 {latency(p95)} {'>' if ttft_over else '≤'} {latency(rules.ttft_p95_max)}"
+            ttft_over = p95 > rules.ttft_max
+            ttft_text = f"TTFT p95 {latency(p95)} {'>' if ttft_over else '≤'} {latency(rules.ttft_max)}"
 
     running = in_flight_of(inp)
     per_instance = rules.in_flight_per_instance

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Annotated, Any, Literal
 
@@ -42,6 +43,29 @@ TARGET_ONLY = frozenset(
 )
 TTFT_QUANTILES = (0.95, 0.99)  # the TTFT quantiles a tier's signals carry (p95, p99)
 DEFAULT_TTFT_TARGET_S = 0.5  # user-facing agents: TTFT p95 < 500 ms
+
+
+# Old setting name -> new one. The old name is still read, with one warning per process.
+RENAMED = {"ttft_p95_max": "ttft_max"}
+_warned: set[str] = set()
+log = logging.getLogger("scalectl.config")
+
+
+def renamed_settings(data: Any) -> Any:
+    """A policy block with its deprecated setting names replaced (both names given: a ValueError)."""
+    if not isinstance(data, dict) or not RENAMED.keys() & data.keys():
+        return data
+    data = dict(data)
+    for old, new in RENAMED.items():
+        if old not in data:
+            continue
+        if new in data:
+            raise ValueError(f"{old} and {new} are the same setting ({old} is its old name); keep only {new}")
+        data[new] = data.pop(old)
+        if old not in _warned:
+            _warned.add(old)
+            log.warning("policy setting %s is deprecated: rename it %s (same meaning)", old, new)
+    return data
 
 
 class ReactiveRules(_Strict):
@@ -87,6 +111,11 @@ class ReactiveRules(_Strict):
     # source gives no p99, p95 stands in (it only sees the worse breaches) and the reason says p95.
     ttft_quantile: float = Field(0.99, json_schema_extra={"enum": list(TTFT_QUANTILES)})
 
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_names(cls, data: Any) -> Any:
+        return renamed_settings(data)
+
     @field_validator("ttft_quantile")
     @classmethod
     def _a_quantile_vllm_reports(cls, value: float) -> float:
@@ -95,7 +124,9 @@ class ReactiveRules(_Strict):
         return value
 
     # -- both modes -----------------------------------------------------------------------------------
-    ttft_p95_max: Duration | None = None  # thresholds: a scale-out rule; target: the SLO (default 500ms)
+    # The TTFT SLO. Target mode: the ``ttft_quantile`` (p99 by default) held within it (default 500ms);
+    # thresholds mode: a scale-out rule on the TTFT p95. Formerly ``ttft_p95_max`` (still read, deprecated).
+    ttft_max: Duration | None = None
     # -- thresholds ------------------------------------------------------------------------------------
     queue_per_instance: float = Field(10, gt=0, json_schema_extra=tunable(1, 500, log=True))
     scale_out_after: Duration = Field(60.0, json_schema_extra=tunable(0, 300, step=5))
@@ -127,8 +158,8 @@ class ReactiveRules(_Strict):
 
     @property
     def ttft_target(self) -> float:
-        """The TTFT p95 the tier is held to (target mode): ``ttft_p95_max``, else 500 ms."""
-        return self.ttft_p95_max if self.ttft_p95_max is not None else DEFAULT_TTFT_TARGET_S
+        """The TTFT the tier's ``ttft_quantile`` is held to (target mode): ``ttft_max``, else 500 ms."""
+        return self.ttft_max if self.ttft_max is not None else DEFAULT_TTFT_TARGET_S
 
 
 class MinFloorPolicy(ReactiveRules):

@@ -218,13 +218,18 @@ def _why_unplaced(
     fleet: FleetBudget,
     spend: float,
 ) -> str:
+    """Which limit stopped the next instance. "budget" only when a budget (the tier's or the fleet's) is set
+    and is what refused it; with none, the offers' room ran out."""
     if not ranked:
         return "no available offer"
-    if not fleet.binds(name, tier.budget_per_hour, spend):
-        return "budget"
     counted = len(scale.counted(instances))
     below = f"; the tier is below its floor ({counted} of min {tier.min})" if counted < tier.min else ""
-    return f"budget: {fleet.describe()}{below}"
+    if fleet.binds(name, tier.budget_per_hour, spend):
+        return f"budget: {fleet.describe()}{below}"
+    limit = tier.budget_per_hour
+    if limit is not None and all(spend + p.price_per_hour > limit + 1e-9 for p in ranked):
+        return f"budget: the tier's budget_per_hour ${limit:g}/h is reached (${spend:.2f}/h billed or planned){below}"
+    return f"no room: the offers report no capacity left for another instance{below}"
 
 
 def _on_demand(inst: Instance) -> bool:

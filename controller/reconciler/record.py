@@ -41,7 +41,8 @@ class Recorder:
             signals["error_counts"] = dict(tier_counts)
         tick.uow.add_decision(name, now, decision.current, desired, decision.demand, decision.reason, signals)
         if changed:
-            log.info("%s: %d → %d: %s", name, decision.current, desired, decision.reason)
+            fields = {"tier": name, "current": decision.current, "desired": desired, "reason": decision.reason}
+            log.info("%s: %d → %d: %s", name, decision.current, desired, decision.reason, extra=fields)
 
     def note(self, tick: Tick, tier: str, kind: str, message: str) -> None:
         """An event that would repeat every tick while a condition lasts."""

@@ -88,10 +88,11 @@ def _unit_costs(store: FleetReads, rows: dict[str, dict[str, Any]], now: float) 
 
 
 def replicas_status(view: ReplicaView, now: float, stale_after: float) -> dict[str, Any]:
-    """The leader (host, PID, since, epoch) and every replica with its role, as status shows them."""
+    """The leader (host, PID, since, epoch) and every replica with its role, as status shows them. A lease
+    that has expired names no leader: its holder stopped renewing it."""
     lease = view.leader
     leader = None
-    if lease is not None:
+    if lease is not None and lease.expires_at > now:
         leader = {
             "host": lease.host,
             "pid": lease.pid,
@@ -128,10 +129,39 @@ def _role(replica: ReplicaSeen, lease: Lease | None, tiers: dict[str, list[str]]
     return "shard" if tiers.get(replica.holder) else "standby"
 
 
+def daemon_status(
+    view: ReplicaView, now: float, stale_after: float, last_published: float | None = None
+) -> dict[str, Any]:
+    """Whether a daemon is running (a replica's heartbeat within ``stale_after``), and how old the stored
+    figures are: the wall time of the last heartbeat, lease renewal or published tick, whichever is latest
+    (None: no daemon ever ran on this store)."""
+    running = any(now - r.seen_at <= stale_after for r in view.replicas)
+    marks = [r.seen_at for r in view.replicas]
+    marks += [lease.renewed_at for lease in (view.leader, *view.tier_leases) if lease is not None]
+    marks += [last_published] if last_published is not None else []
+    last = max(marks, default=None)
+    return {
+        "running": running,
+        "last_seen": last,
+        "data_age_s": None if last is None else round(max(0.0, now - last), 1),
+    }
+
+
 def status_document(
-    store: FleetReads, view: ReplicaView, now: float, stale_after: float, *, world_now: float | None = None
+    store: FleetReads,
+    view: ReplicaView,
+    now: float,
+    stale_after: float,
+    *,
+    world_now: float | None = None,
+    last_published: float | None = None,
 ) -> dict[str, Any]:
     """What `scalectl status -o json` prints and `GET /v1/status` answers: the tiers' rows, the leader and
-    the replicas (built here once, so the two can never drift apart). ``now`` is the wall clock (leases
-    and replicas); ``world_now`` the clock the rows are stamped in (a demo's may run faster)."""
-    return {"tiers": fleet_status(store, world_now), **replicas_status(view, now, stale_after)}
+    the replicas (built here once, so the two can never drift apart), and whether a daemon is running.
+    ``now`` is the wall clock (leases and replicas); ``world_now`` the clock the rows are stamped in (a
+    demo's may run faster); ``last_published`` the wall time of the daemon's last published tick."""
+    return {
+        "tiers": fleet_status(store, world_now),
+        **replicas_status(view, now, stale_after),
+        "daemon": daemon_status(view, now, stale_after, last_published),
+    }

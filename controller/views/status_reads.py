@@ -89,6 +89,16 @@ class SqliteStatusReads:
         version, text = rows[0]
         return {name: tier_spec_json(spec) for name, spec in parse_stored(text, version).tiers.items()}
 
+    def tier_names(self) -> list[str]:
+        """The tier names of the stored configuration, read from its YAML without validating it (shell
+        completion: cheap)."""
+        from scalectl.tiers.yaml_bounded import safe_load
+
+        rows = self._rows("SELECT text FROM config_versions ORDER BY version DESC LIMIT 1")
+        data = safe_load(rows[0][0]) if rows else None
+        tiers = data.get("tiers") if isinstance(data, dict) else None
+        return [str(name) for name in tiers] if isinstance(tiers, dict) else []
+
     def policy_states(self) -> dict[str, tuple[PolicyState, int]]:
         rows = self._rows("SELECT tier, state, desired FROM policy_state")
         return {tier: (PolicyState.from_dict(_json(state)), desired) for tier, state, desired in rows}
@@ -130,14 +140,19 @@ class SqliteStatusReads:
         ]
         return ReplicaView(Lease(*lease[0]) if lease else None, replicas, [Lease(*row) for row in tiers])
 
-    def world_now(self, wall: float) -> float:
-        """``scalectl.controller.store.world_clock.world_now``."""
+    def world_clock(self) -> WorldClock | None:
+        """``scalectl.controller.store.world_clock.read``."""
         query = "SELECT speed, world_at, wall_at, running FROM world_clock WHERE name = :name"
         rows = self._rows(query, {"name": DAEMON})
         if not rows:
-            return wall
+            return None
         speed, world_at, wall_at, running = rows[0]
-        return WorldClock(speed, world_at, wall_at, bool(running)).now(wall)
+        return WorldClock(speed, world_at, wall_at, bool(running))
+
+    def world_now(self, wall: float) -> float:
+        """``scalectl.controller.store.world_clock.world_now``."""
+        clock = self.world_clock()
+        return wall if clock is None else clock.now(wall)
 
 
 def _json(value: str | None) -> Any:

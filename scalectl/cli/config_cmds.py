@@ -11,12 +11,14 @@ import typer
 import yaml
 
 from scalectl.cli.context import open_store, settings, user_errors
+from scalectl.cli.files import chosen_file, file_option, old_spelling
 from scalectl.cli.output import EXIT_DIFF, EXIT_OK, Format, OutputOption, emit
 from scalectl.clocks import SystemClock
 from scalectl.controller.store.repository import diff_config
-from scalectl.tiers.config import load_config
+from scalectl.sources.redact import mask_secrets
+from scalectl.tiers.config import FleetConfig, load_config, model_warnings
 
-FileOption = typer.Option(..., "--filename", "-f", exists=False, help="Tiers YAML file.")
+FILE_HELP = "Tiers YAML file."
 
 
 def _summary(spec: dict[str, Any]) -> str:
@@ -24,15 +26,27 @@ def _summary(spec: dict[str, Any]) -> str:
     return f"{policy.get('kind')} {spec.get('capacity')} {spec.get('gpu')} [{spec.get('min')}..{spec.get('max')}]"
 
 
+def _warn(fleet: FleetConfig, source: Path) -> None:
+    for warning in model_warnings(fleet, str(source)):
+        typer.echo(f"warning: {warning}", err=True)
+
+
 def register(app: typer.Typer) -> None:
     get_app = typer.Typer(help="List resources.", no_args_is_help=True)
     app.add_typer(get_app, name="get")
 
     @app.command()
-    def apply(filename: Path = FileOption, output: Format = OutputOption) -> None:
+    def apply(
+        file: Path | None = file_option(FILE_HELP),
+        output: Format = OutputOption,
+        filename_: Path | None = old_spelling("--filename"),
+    ) -> None:
         """Validate a tiers file and store it as a new configuration version (only if it changed)."""
+        filename = chosen_file(file, filename_)
+        assert filename is not None
         with user_errors():
             fleet, text = load_config(filename)
+            _warn(fleet, filename)
             store = open_store(settings())
             version, changes = store.config.apply(fleet, text, str(filename), SystemClock().now())
         rows = [{"tier": c.tier, "change": c.change} for c in changes]
@@ -48,10 +62,17 @@ def register(app: typer.Typer) -> None:
         emit({"version": version or store.config.version(), "changed": version is not None, "tiers": rows}, output)
 
     @app.command()
-    def diff(filename: Path = FileOption, output: Format = OutputOption) -> None:
+    def diff(
+        file: Path | None = file_option(FILE_HELP),
+        output: Format = OutputOption,
+        filename_: Path | None = old_spelling("--filename"),
+    ) -> None:
         """Show what `apply` would change. Exit 0: no changes; 3: there are changes; 2: invalid file."""
+        filename = chosen_file(file, filename_)
+        assert filename is not None
         with user_errors():
             fleet, _ = load_config(filename)
+            _warn(fleet, filename)
             store = open_store(settings())
             changes = diff_config(store.config.tier_specs(), fleet)
         changed = [c for c in changes if c.change != "unchanged"]
@@ -59,8 +80,8 @@ def register(app: typer.Typer) -> None:
             if not changed:
                 typer.echo("no changes")
             for c in changed:
-                before = yaml.safe_dump(c.before, sort_keys=True).splitlines() if c.before else []
-                after = yaml.safe_dump(c.after, sort_keys=True).splitlines() if c.after else []
+                before = yaml.safe_dump(mask_secrets(c.before), sort_keys=True).splitlines() if c.before else []
+                after = yaml.safe_dump(mask_secrets(c.after), sort_keys=True).splitlines() if c.after else []
                 typer.echo(f"tier {c.tier}: {c.change}")
                 for line in difflib.unified_diff(before, after, "stored", str(filename), lineterm="", n=2):
                     typer.echo(f"  {line}")
@@ -74,6 +95,7 @@ def register(app: typer.Typer) -> None:
         with user_errors():
             store = open_store(settings())
             specs = store.config.tier_specs()
+            fleet = store.config.fleet_config()
             version = store.config.version()
         if output is Format.table:
             emit(
@@ -89,4 +111,17 @@ def register(app: typer.Typer) -> None:
                 output,
             )
         else:
-            emit({"version": version, "tiers": json.loads(json.dumps(specs))}, output)
+            emit(_stored_document(version, fleet), output)
+
+
+def _stored_document(version: int | None, fleet: FleetConfig | None) -> dict[str, Any]:
+    """The stored configuration as a tiers file `apply -f` takes back (every field, defaults included;
+    ``version`` is read-only and ignored by apply; secrets are masked by ``emit``)."""
+    if fleet is None:
+        return {"version": version, "tiers": {}}
+    document: dict[str, Any] = json.loads(fleet.model_dump_json(by_alias=True, exclude_none=False))
+    if not document.get("providers"):
+        document.pop("providers", None)
+    if document.get("budget_per_hour") is None:
+        document.pop("budget_per_hour", None)
+    return {"version": version, **document}

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from scalectl.cli.context import settings, user_errors
+from scalectl.cli.files import chosen_file, file_option, old_spelling
 from scalectl.cli.output import EXIT_ERROR, EXIT_USAGE, fail
 from scalectl.controller.logs import LogFormat, setup_logging
 from scalectl.policies.durations import parse_duration
@@ -16,7 +17,7 @@ from scalectl.policies.durations import parse_duration
 def register(app: typer.Typer) -> None:
     @app.command()
     def daemon(
-        config: Path | None = typer.Option(None, "--config", "-f", help="Tiers file to apply and run."),
+        file: Path | None = file_option("Tiers file to apply and run.", required=False),
         speed: float = typer.Option(1.0, help="Run the simulated world N× faster (demos). 1 = real time."),
         ticks: int | None = typer.Option(None, help="Stop by itself after this many ticks."),
         run_for: str | None = typer.Option(None, help='Stop by itself after this much (simulated) time, e.g. "2h".'),
@@ -27,6 +28,7 @@ def register(app: typer.Typer) -> None:
         log_format: LogFormat | None = typer.Option(
             None, help="text, or json: one object per line with ISO-8601 times [env SCALECTL_LOG_FORMAT]."
         ),
+        config_: Path | None = old_spelling("--config"),
     ) -> None:
         """Run the autoscaler. With no configuration: the bundled example tiers on the simulated cloud,
         with a synthetic load, printing every decision."""
@@ -40,6 +42,7 @@ def register(app: typer.Typer) -> None:
                 duration = parse_duration(run_for)
             except ValueError as exc:
                 fail(f"--run-for: {exc}", EXIT_USAGE)
+        config = chosen_file(file, config_, required=False)
         s = settings()
         if port is not None:
             s = s.model_copy(update={"http_port": port})
@@ -50,7 +53,7 @@ def register(app: typer.Typer) -> None:
         daemon = Daemon(s, DaemonOptions(config_file=config, speed=speed, max_ticks=ticks, run_for=duration))
         try:
             setup_logging(
-                log_level or s.log_level, log_format or LogFormat(s.log_format), lambda: daemon.clock.now(), speed=speed
+                log_level or s.log_level, log_format or LogFormat(s.log_format), daemon.world_now, speed=speed
             )
         except ValueError as exc:
             fail(f"--log-level: {exc}", EXIT_USAGE)

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from scalectl.cli.context import open_store, settings, user_errors
-from scalectl.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
+from scalectl.cli.files import tier_names
+from scalectl.cli.output import EXIT_NO_DAEMON, EXIT_USAGE, Format, OutputOption, emit, fail
 from scalectl.clocks import SystemClock
 from scalectl.controller.settings import Settings
 from scalectl.controller.store.world_clock import world_now
@@ -17,7 +18,10 @@ from scalectl.controller.views.status import COLUMNS, status_document
 from scalectl.policies.durations import parse_duration
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) loads in the commands: `status` on SQLite reads without it
+    from scalectl.controller.ha.replica_view import ReplicaView
     from scalectl.controller.store.repository import Store
+    from scalectl.controller.store.world_clock import WorldClock
+    from scalectl.controller.views.status import FleetReads
 
 
 def _now(store: Store) -> float:
@@ -43,15 +47,21 @@ def _status_document(s: Settings) -> dict[str, Any]:
     reads = open_sqlite_reads(s.resolved_database_url())
     if reads is not None:
         try:
-            wall, view = SystemClock().now(), reads.replicas()
-            return status_document(reads, view, wall, stale_after, world_now=reads.world_now(wall))
+            return _document(reads, reads.replicas(), reads.world_clock(), stale_after)
         finally:
             reads.close()
     from scalectl.controller.ha.replica import read_replicas
+    from scalectl.controller.store import world_clock
 
     store = open_store(s)
-    wall, view = SystemClock().now(), read_replicas(store.engine)
-    return status_document(store.reads, view, wall, stale_after, world_now=_now(store))
+    return _document(store.reads, read_replicas(store.engine), world_clock.read(store), stale_after)
+
+
+def _document(reads: FleetReads, view: ReplicaView, clock: WorldClock | None, stale_after: float) -> dict[str, Any]:
+    wall = SystemClock().now()
+    world = wall if clock is None else clock.now(wall)
+    published = None if clock is None else clock.wall_at
+    return status_document(reads, view, wall, stale_after, world_now=world, last_published=published)
 
 
 def register(app: typer.Typer) -> None:
@@ -60,21 +70,30 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def status(output: Format = OutputOption) -> None:
-        """Per tier: desired / ready / pending / draining and $/hour; the leader and the replicas."""
+        """Per tier: desired / ready / pending / draining and $/hour; the leader and the replicas. Exit 4 when
+        no daemon is running (the figures are what it last stored)."""
         with user_errors():
             document = _status_document(settings())
+        daemon = document["daemon"]
         if output is not Format.table:  # the same document as the daemon's GET /v1/status
             emit(document, output)
-            return
-        emit(document["tiers"], output, columns=COLUMNS)
+        else:
+            if not daemon["running"]:
+                typer.echo(_not_running(daemon), err=True)
+            emit(document["tiers"], output, columns=COLUMNS, title=None if daemon["running"] else "stale")
+            _print_replicas(document, output)
+        if not daemon["running"]:
+            raise typer.Exit(EXIT_NO_DAEMON)
+
+    def _print_replicas(document: dict[str, Any], output: Format) -> None:
         if document["replicas"]:
             replicas = [
                 {**r, "started": _iso(r["started_at"]), "tiers": _tiers_acted_on(r)} for r in document["replicas"]
             ]
             emit(replicas, output, columns=["role", "host", "pid", "started", "seen_ago", "http", "tiers"])
-            leader = document["leader"]
-            if leader is not None:
-                typer.echo(f"leader: {leader['host']} pid {leader['pid']}, epoch {leader['epoch']}")
+        leader = document["leader"]
+        if leader is not None:
+            typer.echo(f"leader: {leader['host']} pid {leader['pid']}, epoch {leader['epoch']}")
 
     def _tiers_acted_on(replica: dict[str, Any]) -> int | str:
         if replica["sharded"]:
@@ -83,7 +102,7 @@ def register(app: typer.Typer) -> None:
 
     @describe_app.command("tier")
     def describe_tier(
-        name: str,
+        name: str = typer.Argument(..., autocompletion=tier_names),
         output: Format = OutputOption,
         decisions: int = typer.Option(10, help="How many recent decisions to show."),
     ) -> None:
@@ -133,7 +152,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def events(
-        tier: str | None = typer.Option(None, help="Only this tier."),
+        tier: str | None = typer.Option(None, help="Only this tier.", autocompletion=tier_names),
         since: str | None = typer.Option(None, help='Only this recent, e.g. "1h".'),
         limit: int = typer.Option(50, help="At most this many of each kind."),
         output: Format = OutputOption,
@@ -168,6 +187,15 @@ def register(app: typer.Typer) -> None:
             )
         else:
             emit(rows, output)
+
+
+def _not_running(daemon: dict[str, Any]) -> str:
+    if daemon["last_seen"] is None:
+        return "no daemon is running (none has run on this store): the table is the applied configuration only"
+    return (
+        f"no daemon is running: last seen {ago(daemon['data_age_s'])} ago ({_iso(daemon['last_seen'])}); "
+        f"the table is stale, what it stored then"
+    )
 
 
 def _iso(epoch: float) -> str:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
+from scalectl.sources.redact import mask_secrets
+
 if TYPE_CHECKING:  # rich loads when a table or an error is printed: `status -o json` never needs it
     from rich.console import Console
 
@@ -25,12 +27,14 @@ EXIT_OK = 0
 EXIT_ERROR = 1  # the operation failed (provider, store, runtime)
 EXIT_USAGE = 2  # bad input: configuration, arguments, files; nothing was changed
 EXIT_DIFF = 3  # `diff`: there are differences (like `diff(1)` returning 1, kept apart from errors)
+EXIT_NO_DAEMON = 4  # `status`: no daemon is running; what it printed is the last stored state, stale
 
 OutputOption = typer.Option(Format.table, "--output", "-o", help="Output format: table, json or yaml.")
 
 
 def emit(data: Any, fmt: Format, *, columns: Sequence[str] | None = None, title: str | None = None) -> None:
-    """Print ``data`` (a list of row dicts, or a dict) in the chosen format."""
+    """Print ``data`` (a list of row dicts, or a dict) in the chosen format, secrets masked in every one."""
+    data = mask_secrets(data)
     if fmt is Format.json:
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
         return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import typer
 
 from scalectl.cli.context import open_store, settings, user_errors
+from scalectl.cli.files import tier_names
 from scalectl.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
 from scalectl.controller.store.repository import Store
 
@@ -16,12 +17,15 @@ def _known(store: Store, tier: str) -> None:
         fail(f'unknown tier "{tier}"; tiers: {", ".join(sorted(specs)) or "(none applied)"}', EXIT_USAGE)
 
 
+TierArgument = typer.Argument(..., help="Tier name.", autocompletion=tier_names)
+
+
 def register(app: typer.Typer) -> None:
     rollout_app = typer.Typer(help="Roll a tier's instances to its current server description.", no_args_is_help=True)
     app.add_typer(rollout_app, name="rollout")
 
     @rollout_app.command("status")
-    def status(tier: str, output: Format = OutputOption) -> None:
+    def status(tier: str = TierArgument, output: Format = OutputOption) -> None:
         """The server the tier should run, how many instances run it, how many drifted; paused or stopped."""
         from scalectl.controller.views.rollout_status import rollout_status
 
@@ -43,16 +47,16 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"{tier}: rollout generation {control.generation}, {state}")
 
     @rollout_app.command("restart")
-    def restart(tier: str) -> None:
+    def restart(tier: str = TierArgument) -> None:
         """Replace every instance (e.g. after a driver update): a new generation makes them all drifted."""
         _steer(tier, restart=True)
 
     @rollout_app.command("pause")
-    def pause(tier: str) -> None:
+    def pause(tier: str = TierArgument) -> None:
         """Take no further rollout step (instances already replacing finish)."""
         _steer(tier, paused=True)
 
     @rollout_app.command("resume")
-    def resume(tier: str) -> None:
+    def resume(tier: str = TierArgument) -> None:
         """Carry on a paused rollout."""
         _steer(tier, paused=False)

@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from scalectl.cli.files import tier_names
 from scalectl.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
 from scalectl.clocks import SystemClock
 from scalectl.policies.durations import parse_duration
@@ -66,7 +67,9 @@ def register(app: typer.Typer) -> None:
         window: str = typer.Option(
             None, "--window", help='Read twice this far apart (e.g. "15s") so TTFT percentiles can be computed.'
         ),
-        tier: list[str] = typer.Option(None, "--tier", help="Only these tiers (repeatable)."),
+        tier: list[str] = typer.Option(
+            None, "--tier", help="Only these tiers (repeatable).", autocompletion=tier_names
+        ),
         output: Format = OutputOption,
     ) -> None:
         """Read each tier's queue depth and vLLM metrics once and print them (null = unknown)."""

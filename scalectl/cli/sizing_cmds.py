@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from scalectl.cli.files import tier_names
 from scalectl.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
 from scalectl.sizing.errors import SizingError
 from scalectl.sizing.gpus import UnknownGpu
@@ -69,7 +70,7 @@ def plan(
 
 def vllm_args(
     file: Path = typer.Option(..., "--file", "-f", help="tiers.yaml"),
-    tier: str = typer.Option(..., "--tier", "-t", help="Tier name."),
+    tier: str = typer.Option(..., "--tier", "-t", help="Tier name.", autocompletion=tier_names),
     output: Format = OutputOption,
 ) -> None:
     """The tuned `vllm serve` command line for a tier (-o json adds the reason for each flag)."""

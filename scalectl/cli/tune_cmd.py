@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from scalectl.cli.files import tier_names
 from scalectl.cli.output import EXIT_ERROR, EXIT_USAGE, Format, OutputOption, emit, fail, report_console
 from scalectl.simulator.controller_run import SimulationInputError, models_for
 from scalectl.simulator.tune import PACE, TuneInputError, TuneResult, prepare, tune
@@ -19,7 +20,9 @@ from scalectl.tiers.config import ConfigError, load_config
 def tune_command(
     file: Path = typer.Option(..., "--file", "-f", help="Tiers file (tiers.yaml) holding the tier to tune."),
     workload: Path = typer.Option(..., "--workload", "-w", help="Workload file with traffic for the tier."),
-    tier: str = typer.Option(..., "--tier", "-t", help="The tier whose policy settings to search."),
+    tier: str = typer.Option(
+        ..., "--tier", "-t", help="The tier whose policy settings to search.", autocompletion=tier_names
+    ),
     trials: int = typer.Option(30, "--trials", "-n", help="Simulations to run."),
     slo: float = typer.Option(0.995, "--slo", help="Share of requests with TTFT within the target to hold."),
     jobs: int = typer.Option(1, "--jobs", "-j", help="Trials run at once, each in its own process."),

@@ -11,7 +11,9 @@ tensor-core peaks (no sparsity) from the spec sheets: inputs to the engine model
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 GIB = 1024**3
@@ -132,8 +134,15 @@ def normalize_gpu(name: str) -> str:
     """Canonical name for a GPU spelling ("h100 sxm5" -> "H100-SXM5-80GB"); UnknownGpu lists the options."""
     found = _BY_SQUASHED.get(_squash(name)) or _BY_TOKENS.get(_tokens(name))
     if found is None:
-        raise UnknownGpu(f"unknown GPU {name!r}; known: {', '.join(GPUS)}")
+        raise UnknownGpu(f"unknown GPU {name!r}; {did_you_mean(name, GPUS)}known: {', '.join(GPUS)}")
     return found
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """ "did you mean X? " for the closest catalogue names to a misspelling (case ignored), or ""."""
+    by_lower = {k.lower(): k for k in known}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=2, cutoff=0.6)
+    return f"did you mean {' or '.join(by_lower[c] for c in close)}? " if close else ""
 
 
 def gpu_info(name: str) -> GpuInfo:

@@ -141,11 +141,18 @@ def lookup_model(name: str) -> ModelInfo:
     found = _BY_SQUASHED.get(_squash(name))
     if found is None:
         raise UnknownModel(
-            f"unknown model {name!r}: not in the catalogue and no config.json was given; pass the model's "
-            f"Hugging Face config.json (--config-json PATH, or serving.config_json in tiers.yaml), or use one of: "
-            f"{', '.join(MODELS)}"
+            f"unknown model {name!r}{_suggestion(name)}: not in the catalogue and no config.json was given; pass "
+            f"the model's Hugging Face config.json (--config-json PATH, or serving.config_json in tiers.yaml), "
+            f"or use one of: {', '.join(MODELS)}"
         )
     return MODELS[found]
+
+
+def _suggestion(name: str) -> str:
+    from scalectl.sizing.gpus import did_you_mean
+
+    hint = did_you_mean(name, [*MODELS, *(a for m in MODELS.values() for a in m.aliases)])
+    return f" ({hint.strip()})" if hint else ""
 
 
 def _text_config(data: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+MASK = "***"
+# Keys whose string value is itself a secret (provider options, headers); ``*_env`` / ``*_file`` name where a
+# secret lives, which is not one.
+_SECRET_KEY = re.compile(r"(^|_)(password|passwd|secret|token|api_key|apikey|access_key|private_key)$", re.I)
 
 
 def mask_url(url: str) -> str:
@@ -38,3 +46,24 @@ def scrub(text: str, *urls: str | None) -> str:
         if password:
             text = text.replace(password, "***")
     return text
+
+
+def mask_secrets(value: Any) -> Any:
+    """A copy of a JSON-like document with every secret masked: passwords in URLs (``redis://:***@host``) and
+    the values of secret-named keys (``api_key: ***``). The one masking every output form goes through."""
+    if isinstance(value, Mapping):
+        return {k: MASK if _secret_key(k, v) else mask_secrets(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [mask_secrets(v) for v in value]
+    if isinstance(value, str) and "://" in value:
+        return mask_url(value)
+    return value
+
+
+def _secret_key(key: Any, value: Any) -> bool:
+    return isinstance(key, str) and isinstance(value, str) and bool(value) and bool(_SECRET_KEY.search(key))
+
+
+def masked_password(url: str) -> bool:
+    """Whether a URL carries the mask where its password was (it was copied from `scalectl get` output)."""
+    return url_password(url) == MASK

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from scalectl.policies.durations import Duration
+from scalectl.sources.redact import masked_password
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _not_masked(url: str | None) -> str | None:
+    """`scalectl get tiers` prints passwords as ***: applying that output back must not store the mask."""
+    if url is not None and masked_password(url):
+        raise ValueError(
+            "the password is masked (***), as `scalectl get tiers` prints it; put the real password back, or "
+            "better, move the URL to an environment variable and name it with the matching `*_env` field"
+        )
+    return url
 
 
 class TransportOptions(_Strict):
@@ -35,6 +46,8 @@ class QueueSource(_Strict):
     management_url: str | None = None
     management_url_env: str | None = None
 
+    _urls_not_masked = field_validator("broker_url", "management_url")(_not_masked)
+
 
 class MetricsSource(_Strict):
     """Latency and KV metrics: scrape each instance's vLLM /metrics, or ask a Prometheus server."""
@@ -44,6 +57,8 @@ class MetricsSource(_Strict):
     window: Duration = 60.0
     selector: str = ""  # PromQL label matchers for kind: prometheus, e.g. 'job="vllm",tier="orchestrator"'
     path: str = "/metrics"  # kind: vllm, the path scraped on each endpoint
+
+    _url_not_masked = field_validator("prometheus_url")(_not_masked)
 
 
 class SignalsSpec(_Strict):

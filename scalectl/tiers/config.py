@@ -15,7 +15,9 @@ from scalectl.policies.durations import Duration
 from scalectl.policies.registry import KINDS
 from scalectl.policies.spec import PolicySpec
 from scalectl.providers.registry import check_options
-from scalectl.sizing.gpus import UnknownGpu, gpu_info
+from scalectl.sizing.errors import UnknownModel
+from scalectl.sizing.gpus import UnknownGpu, gpu_info, normalize_gpu
+from scalectl.sizing.models import lookup_model
 from scalectl.sizing.spec import ServingSpec
 from scalectl.sources.spec import SignalsSpec
 from scalectl.tiers.disruption import DisruptionWindow, parse_budget
@@ -82,6 +84,16 @@ class TierSpec(_Strict):
     # Scheduled budgets that override max_disrupted while open (e.g. 0 during business hours): tiers/disruption.py
     disruption_windows: tuple[DisruptionWindow, ...] = ()
     activator: ActivatorSpec = Field(default_factory=ActivatorSpec)
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu_in_the_catalogue(cls, value: str) -> str:
+        """A GPU the catalogue does not know would fail every tick (prices, sizing): refused here instead."""
+        try:
+            normalize_gpu(value)
+        except UnknownGpu as exc:
+            raise ValueError(f"{exc}; set `gpu:` to one of them (`scalectl plan` lists what fits)") from None
+        return value
 
     @field_validator("max_disrupted", mode="before")
     @classmethod
@@ -247,12 +259,27 @@ def parse_config(text: str, source: str = "<config>") -> FleetConfig:
         raise ConfigError(source, [f"{where}invalid YAML: {problem}"]) from None
     if not isinstance(data, Mapping) or "tiers" not in data:
         raise ConfigError(source, ["expected a mapping with a top-level `tiers:` key"])
+    data = _without_read_only(data, source)
     try:
         return FleetConfig.model_validate(data)
     except ValidationError as exc:
         problems = _format_validation_error(exc, data)
         problems += [p for p in _cross_field_problems(data) if p not in problems]
         raise ConfigError(source, problems) from None
+
+
+def _without_read_only(data: Mapping[str, Any], source: str) -> Mapping[str, Any]:
+    """`scalectl get tiers -o yaml|json` prints the stored version beside the configuration; applying that
+    output back is allowed, and the version (read-only: the store numbers what it stores) is ignored."""
+    if "version" not in data:
+        return data
+    version = data["version"]
+    if version is not None and (type(version) is not int or version < 1):
+        raise ConfigError(
+            source,
+            [f"version: expected the stored version `scalectl get tiers` printed (read-only), got {version!r}"],
+        )
+    return {k: v for k, v in data.items() if k != "version"}
 
 
 def load_config(path: str | Path) -> tuple[FleetConfig, str]:
@@ -263,6 +290,21 @@ def load_config(path: str | Path) -> tuple[FleetConfig, str]:
     except OSError as exc:
         raise ConfigError(str(p), [f"cannot read the file: {exc.strerror}"]) from None
     return parse_config(text, str(p)), text
+
+
+def model_warnings(fleet: FleetConfig, source: str) -> list[str]:
+    """Tiers serving a model the catalogue lacks, with no config.json: allowed (an in-house model launches
+    with plain vLLM arguments) but said at `diff`/`apply`, with the closest catalogue names for a typo."""
+    warnings = []
+    for name, tier in sorted(fleet.tiers.items()):
+        if tier.serving.config_json is None:
+            try:
+                lookup_model(tier.serving.model)
+            except UnknownModel as exc:
+                warnings.append(
+                    f'{source}: tier "{name}": serving.model: {exc}. It will launch with untuned vLLM arguments.'
+                )
+    return warnings
 
 
 def config_digest(text: str) -> str:

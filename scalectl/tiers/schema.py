@@ -34,6 +34,10 @@ class _TiersSchema(GenerateJsonSchema):
 
 def tiers_schema() -> dict[str, Any]:
     schema = FleetConfig.model_json_schema(schema_generator=_TiersSchema)
+    schema["properties"]["version"] = {  # tiers/config.py: _without_read_only
+        "description": "Read-only: the stored version `scalectl get tiers` printed; `apply` ignores it.",
+        "anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}],
+    }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,

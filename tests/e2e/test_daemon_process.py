@@ -65,8 +65,12 @@ def test_embedded_daemon_scales_up_and_down_without_flapping(tmp_path: Path) -> 
             assert t2 - last_out >= 300 - 1, f"scale-in {n1}→{n2} only {t2 - last_out:.0f}s after a scale-out"
         if n1 < n0 and n2 > n1 and t1 not in hedges:
             assert t2 - t1 >= 60 - 1, f"scale-out {n1}→{n2} {t2 - t1:.0f}s after a scale-in"
-    status = {r["tier"]: r for r in json_of(scalectl(tmp_path, "status", "-o", "json"))["tiers"]}
+    stopped = scalectl(tmp_path, "status", "-o", "json")
+    assert stopped.returncode == 4, stopped.stderr  # the daemon has stopped: the figures are its last
+    document = json.loads(stopped.stdout)
+    status = {r["tier"]: r for r in document["tiers"]}
     assert set(status) == {"orchestrator", "research", "support-daytime"}
+    assert document["daemon"]["running"] is False and document["daemon"]["last_seen"] is not None
 
     # The rows carry the 300× world's time: the CLI reads them in that world (no negative ages, and
     # --since filters), although that world ended ~70 min ahead of the wall clock.
@@ -155,7 +159,8 @@ def test_sigterm_stops_cleanly_after_the_tick_in_progress(tmp_path: Path) -> Non
         assert {t["tier"] for t in status["tiers"]} == {"orchestrator", "research", "support-daytime"}
         # `scalectl status -o json` prints the same document (read a moment later, so counts may move on).
         printed = json_of(scalectl(tmp_path, "status", "-o", "json"))
-        assert set(printed) == set(status) == {"tiers", "leader", "replicas"}
+        assert set(printed) == set(status) == {"tiers", "leader", "replicas", "daemon"}
+        assert printed["daemon"]["running"] is status["daemon"]["running"] is True
         assert [sorted(row) for row in printed["tiers"]] == [sorted(row) for row in status["tiers"]]
         assert {k: printed["leader"][k] for k in ("host", "pid", "epoch", "since")} == {
             k: status["leader"][k] for k in ("host", "pid", "epoch", "since")
@@ -177,7 +182,10 @@ def test_json_logs_from_the_environment_carry_the_demo_time(tmp_path: Path) -> N
     )
     assert run.returncode == 0, run.stderr[-3000:]
     records = [json.loads(line) for line in run.stderr.splitlines() if line.strip()]
-    assert records and all(r["world_time"] and r["time"] and r["level"] for r in records)
+    assert records and all(r["time"] and r["level"] for r in records)
+    # world_time is null only on the lines before the demo clock is set (its own announcement)
+    unset = [r["message"] for r in records if not r["world_time"]]
+    assert all(m.startswith("demo clock starts at") for m in unset) and len(unset) < len(records)
     assert any("daemon started" in r["message"] for r in records)
     bad = scalectl(tmp_path, "daemon", "--ticks", "1", SCALECTL_LOG_LEVEL="loud")
     assert bad.returncode == 2 and "SCALECTL_LOG_LEVEL='loud'" in bad.stderr and "Traceback" not in bad.stderr

@@ -23,7 +23,7 @@ tiers:
     providers: [simulated]
     min: 1
     max: 6
-    policy: {kind: min-floor, ttft_p95_max: 500ms}
+    policy: {kind: min-floor, ttft_max: 500ms}
 """
 
 WORKLOAD = """

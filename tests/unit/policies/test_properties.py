@@ -46,7 +46,7 @@ policies_ = st.one_of(
             scale_out_after=o,
             scale_in_after=i,
             cooldown=c,
-            ttft_p95_max=ttft,
+            ttft_max=ttft,
         ),
         st.integers(0, 3),
         st.integers(1, 30),

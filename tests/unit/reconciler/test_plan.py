@@ -41,10 +41,26 @@ def test_scale_out_stops_at_max_and_at_the_budget_with_a_note() -> None:
     plan = plan_tier("t", tier, running, 4, "busy", [OD], Backoffs(), 0.0)
     assert len(plan.creates) == 1  # 2 + 2 fits under 5; a third would not
     assert [(n.kind, n.message) for n in plan.notes] == [
-        ("no-placement", "cannot place an instance of H100-SXM5-80GB: budget")
+        (
+            "no-placement",
+            "cannot place an instance of H100-SXM5-80GB: budget: the tier's budget_per_hour $5/h is reached "
+            "($4.00/h billed or planned)",
+        )
     ]
     at_max = [_inst(i) for i in range(4)]
     assert plan_tier("t", _tier(), at_max, 9, "busy", [OD], Backoffs(), 0.0).creates == []
+
+
+def test_with_no_budget_set_a_refusal_never_says_budget() -> None:
+    full = Offer("p", "od-full", "H100-SXM5-80GB", 1, "r", 2.0, None, available_count=1)
+    plan = plan_tier("t", _tier(min=3), [], 3, "busy", [full], Backoffs(), 0.0)
+    assert len(plan.creates) == 1  # the one room the offer has
+    [note] = plan.notes
+    assert "budget" not in note.message
+    assert note.message == (
+        "cannot place an instance of H100-SXM5-80GB: no room: the offers report no capacity left for another "
+        "instance; the tier is below its floor (0 of min 3)"
+    )
 
 
 def test_scale_in_drains_not_ready_newest_first_then_the_costliest() -> None:

@@ -28,7 +28,7 @@ tiers:
       scale_out_after: 30s
       scale_in_after: 3m
       cooldown: 3m
-      ttft_p95_max: 400ms
+      ttft_max: 400ms
       in_flight_per_instance: 50
   jobs:
     capacity: spot

@@ -18,7 +18,7 @@ tiers:
     providers: [simulated]
     min: 1
     max: 20
-    policy: {kind: min-floor, ttft_p95_max: 500ms}
+    policy: {kind: min-floor, ttft_max: 500ms}
 """
 
 # Opens at its day level: ~4 instances' worth of traffic from the first second.

@@ -42,7 +42,7 @@ tiers:
     providers: [simulated]
     min: 1
     max: 6
-    policy: {kind: min-floor, ttft_p95_max: 500ms}
+    policy: {kind: min-floor, ttft_max: 500ms}
   mine:
     capacity: on-demand
     gpu: L40S-48GB
@@ -68,7 +68,7 @@ cloud: {provision_delay: 60s}
 def test_the_space_is_every_field_with_a_declared_range() -> None:
     names = {p.name for p in search_space(MinFloorPolicy)}
     assert {"queue_per_instance", "scale_out_after", "scale_in_after", "cooldown", "in_flight_per_instance"} <= names
-    assert "floor" not in names and "ttft_p95_max" not in names  # the user's bounds and target are not searched
+    assert "floor" not in names and "ttft_max" not in names  # the user's bounds and target are not searched
     predictive = {p.name for p in search_space(PredictivePolicy)}
     assert {"headroom", "lead_time", "reactive.queue_per_instance", "reactive.scale_in_after"} <= predictive
     assert {p.name for p in search_space(ScaleToZeroPolicy)} == {"queue_per_instance", "activate_after", "idle_after"}
@@ -98,7 +98,7 @@ def test_the_best_is_the_cheapest_trial_that_meets_the_slo() -> None:
     assert best.cost == min(t.cost for t in feasible if t.cost is not None)
     # The YAML it prints is the policy that was simulated: replaying it gives the same cost and SLO.
     policy = result.policy_for(best)
-    assert policy["kind"] == "min-floor" and policy["ttft_p95_max"] == "500ms"
+    assert policy["kind"] == "min-floor" and policy["ttft_max"] == "500ms"
     replay = run_trial_for(config, text, workload, policy)
     assert replay == (best.cost, best.slo)
 
@@ -106,7 +106,7 @@ def test_the_best_is_the_cheapest_trial_that_meets_the_slo() -> None:
 def test_a_trial_past_the_best_cost_is_stopped_there() -> None:
     config, text = load_config_text(TIERS)
     workload = parse_workload(WORKLOAD)
-    policy = {"kind": "min-floor", "ttft_p95_max": "500ms"}
+    policy = {"kind": "min-floor", "ttft_max": "500ms"}
     whole = run_trial(TrialJob(config, text, workload, "web", policy))
     assert whole.stopped is None and whole.requests > 0
     stopped = run_trial(TrialJob(config, text, workload, "web", policy, Bound(cost=whole.cost / 2)))
@@ -119,7 +119,7 @@ def test_a_stopped_trial_leaves_no_fleet_behind() -> None:
     must be freed when the trial returns, not whenever the cycle collector next runs."""
     config, text = load_config_text(TIERS)
     workload = parse_workload(WORKLOAD)
-    policy = {"kind": "min-floor", "ttft_p95_max": "500ms"}
+    policy = {"kind": "min-floor", "ttft_max": "500ms"}
     gc.collect()
     gc.disable()  # only what the trial itself frees counts
     try:
@@ -134,7 +134,7 @@ def test_a_stopped_trial_leaves_no_fleet_behind() -> None:
 def test_a_trial_with_more_misses_than_the_slo_allows_is_stopped_there() -> None:
     config, text = load_config_text(TIERS)
     workload = parse_workload(WORKLOAD)
-    policy = {"kind": "min-floor", "ttft_p95_max": "500ms", "stabilization_max": "5m", "target_utilization": 0.95}
+    policy = {"kind": "min-floor", "ttft_max": "500ms", "stabilization_max": "5m", "target_utilization": 0.95}
     whole = run_trial(TrialJob(config, text, workload, "web", policy))
     assert whole.slo is not None and whole.slo < 1  # the spike is missed in part
     stopped = run_trial(TrialJob(config, text, workload, "web", policy, Bound(misses=0)))
@@ -166,7 +166,7 @@ def test_the_pace_stops_a_trial_spending_past_its_margin_ahead_of_the_best_once_
 def test_a_trial_records_its_cost_and_misses_at_every_checkpoint_and_a_pace_stops_it() -> None:
     config, text = load_config_text(TIERS)
     workload = parse_workload(WORKLOAD)
-    policy = {"kind": "min-floor", "ttft_p95_max": "500ms"}
+    policy = {"kind": "min-floor", "ttft_max": "500ms"}
     whole = run_trial(TrialJob(config, text, workload, "web", policy))
     times = [t for t, _, _ in whole.spent]
     costs = [c for _, c, _ in whole.spent]
