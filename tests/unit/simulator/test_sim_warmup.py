@@ -30,8 +30,8 @@ tiers:
   api:
     kind: poisson
     rate: 100
-    input_tokens: {mean: 1500, cv: 0.6, max: 4000}
-    output_tokens: {mean: 250, cv: 0.6}
+    input_tokens: {mean: 1500, cv: 0.6, max: 3000}  # prompt + output within max_model_len (4,096): none refused
+    output_tokens: {mean: 250, cv: 0.6, max: 1000}
     ttft_target: 500ms
 """
 
@@ -60,6 +60,7 @@ def test_a_steady_start_has_no_boot_misses(steady: SimulationResult, cold: Simul
     assert warm.peak_instances >= 3
     # The same requests are judged either way: the warm-up's are not in the report.
     assert warm.requests == chilly.requests
+    assert warm.rejected_too_long == chilly.rejected_too_long == 0
 
 
 def test_the_warm_up_is_not_billed(steady: SimulationResult) -> None:
