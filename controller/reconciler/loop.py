@@ -15,6 +15,7 @@ from scalectl.clocks import Clock
 from scalectl.controller.ha.shards import TickScope
 from scalectl.controller.reconciler.backoffs import Backoffs
 from scalectl.controller.reconciler.calls import Calls
+from scalectl.controller.reconciler.controls import Controls
 from scalectl.controller.reconciler.create import CreatePhase, PendingCreate, ServerFor
 from scalectl.controller.reconciler.decide import PolicyRunner
 from scalectl.controller.reconciler.decision import DecidePhase
@@ -80,6 +81,7 @@ class Reconciler:
         self.recorder = Recorder(signals)
         self.sync = SyncPhase(self.providers, calls, self.backoffs, key_prefix, readiness)
         self.decide = DecidePhase(store, policy or PolicyRunner(), signals, clock)
+        self.controls = Controls(store, self.decide)  # `scalectl scale` and `scalectl pause`
         self.creates = CreatePhase(
             self.providers, calls, self.backoffs, self.offers, self.recorder, key_prefix, server_for
         )
@@ -168,6 +170,7 @@ class Reconciler:
         readings: Mapping[str, TierReading],
     ) -> list[PendingCreate]:
         creates: list[PendingCreate] = []
+        self.controls.refresh()
         for name in self._planning_order(tiers):  # who gets capacity first when the fleet budget binds
             creates += self._decide_and_plan(tick, name, tiers[name], grouped[name], readings[name])
         return creates
@@ -224,6 +227,7 @@ class Reconciler:
         price = instance_price(name, tier, offers, self.backoffs, tick.now)
         counted, replacing = [i for i in instances if i.counted], len(unreplaced_notices(instances))
         decision = self.decide.decide(tick, name, tier, counted, reading, price, replacing=replacing)
+        decision = self.controls.apply(tick, name, tier, decision, price)
         avoid = offers_to_avoid(instances)
         plan = plan_tier(
             name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now,

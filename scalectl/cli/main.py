@@ -37,6 +37,9 @@ COMMANDS = {
     "schema": "scalectl.cli.schema_cmd",
     "spot-agent": "scalectl.cli.agent_cmd",
     "rollout": "scalectl.cli.rollout_cmd",
+    "scale": "scalectl.cli.control_cmds",
+    "pause": "scalectl.cli.control_cmds",
+    "resume": "scalectl.cli.control_cmds",
 }
 COMMAND_MODULES = list(dict.fromkeys(COMMANDS.values()))
 
