@@ -52,6 +52,7 @@ class DaemonOptions:
     max_ticks: int | None = None  # stop by itself after this many ticks (demos, tests)
     run_for: float | None = None  # stop by itself after this much (virtual) time
     serve_http: bool = True
+    observe: bool = False  # decide and record only: no provider is called (controller/reconciler/observe.py)
 
 
 class Daemon:
@@ -145,6 +146,7 @@ class Daemon:
             offers_ttl=self.settings.offers_ttl,
             offer_unavailable_for=self.settings.offer_unavailable_for,
             store_calls=self.db,
+            observe=self.options.observe,
             **self.serving.reconciler_kwargs(),
         )
         self._config_version = store.config.version()

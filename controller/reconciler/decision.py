@@ -138,6 +138,11 @@ class DecidePhase:
         tick.uow.save_policy_state(name, state, desired, tick.now)
         self._saved[name] = (state, desired, tick.now)
 
+    def stored_desired(self, name: str) -> int | None:
+        """The tier's desired count as last decided (or resumed from the store); None for a tier never decided."""
+        held = self._states.get(name)
+        return None if held is None else held[1]
+
     def last_desired(self, name: str, default: int) -> int:
         """The count this tick started from: the last tick's desired (``default`` for a tier never decided)."""
         return self._before.get(name, (None, default))[1]

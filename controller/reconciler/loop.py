@@ -21,6 +21,7 @@ from scalectl.controller.reconciler.decide import PolicyRunner
 from scalectl.controller.reconciler.decision import DecidePhase
 from scalectl.controller.reconciler.fleet_budget import FleetBudget
 from scalectl.controller.reconciler.garbage import Duplicates, collect_garbage
+from scalectl.controller.reconciler.observe import observe_tick
 from scalectl.controller.reconciler.offers import TierOffers
 from scalectl.controller.reconciler.placement import UNAVAILABLE_FOR
 from scalectl.controller.reconciler.plan import NO_PLACEMENT, SPOT_WAIT, Create, Plan, instance_price, plan_tier
@@ -70,6 +71,7 @@ class Reconciler:
         offers_ttl: float = OFFERS_TTL,
         offer_unavailable_for: float = UNAVAILABLE_FOR,
         store_calls: StoreCalls | None = None,
+        observe: bool = False,
     ):
         self.store, self.clock = store, clock
         # The daemon runs store work in worker threads (its loop keeps answering); tests and the simulator inline.
@@ -95,10 +97,13 @@ class Reconciler:
         self._calls = calls
         self.duplicates = Duplicates()  # when each second instance under a live key was first seen
         self._started = False
+        self.observe = observe  # `scalectl daemon --observe`: decide and record, call no provider (observe.py)
 
     async def tick(self, scope: TickScope | None = None) -> TickReport:
         """One tick over every tier, or (``scope``, when daemons split the tiers) over the tiers this
         daemon holds leases on; only the scope's housekeeper deletes instances no live row explains."""
+        if self.observe:
+            return await observe_tick(self, scope)
         now = self.clock.now()
         report = TickReport(t=now)
         db = self.db.run

@@ -40,6 +40,7 @@ COMMANDS = {
     "scale": "scalectl.cli.control_cmds",
     "pause": "scalectl.cli.control_cmds",
     "resume": "scalectl.cli.control_cmds",
+    "report": "scalectl.cli.report_cmd",
 }
 COMMAND_MODULES = list(dict.fromkeys(COMMANDS.values()))
 
