@@ -21,14 +21,12 @@ def control_view(control: TierControl | None, now: float) -> dict[str, Any] | No
     return {"override": override, "paused": control.paused, "summary": control.describe(now) or "override expired"}
 
 
-def control_lines(controls: Mapping[str, TierControl], now: float) -> list[str]:
-    """``web: override 5 until 14:03 UTC (scalectl scale)``, one line per tier something holds."""
-    lines = []
-    for name in sorted(controls):
-        view = control_view(controls[name], now)
-        if view is not None:
-            lines.append(f"{name}: {view['summary']}")
-    return lines
+def with_controls(document: dict[str, Any], controls: Mapping[str, TierControl], now: float) -> dict[str, Any]:
+    """A status document (``status_document``) with each tier row's ``control`` (None: nothing holds it):
+    `scalectl status -o json` and the daemon's /v1/status add it alike."""
+    for row in document["tiers"]:
+        row["control"] = control_view(controls.get(row["tier"]), now)
+    return document
 
 
 def sqlite_controls(conn: Any) -> dict[str, TierControl]:

@@ -15,7 +15,7 @@ from scalectl.clocks import SystemClock
 from scalectl.controller.settings import Settings
 from scalectl.controller.store.world_clock import world_now
 from scalectl.controller.views.ages import ago
-from scalectl.controller.views.controls import control_view
+from scalectl.controller.views.controls import with_controls
 from scalectl.controller.views.status import COLUMNS, status_document
 from scalectl.policies.durations import parse_duration
 
@@ -73,14 +73,7 @@ def _document(
     world = wall if clock is None else clock.now(wall)
     published = None if clock is None else clock.wall_at
     document = status_document(reads, view, wall, stale_after, world_now=world, last_published=published)
-    return _with_controls(document, controls, world)
-
-
-def _with_controls(document: dict[str, Any], controls: Mapping[str, TierControl], now: float) -> dict[str, Any]:
-    """`scalectl scale` and `scalectl pause` on the tiers: each row's ``control`` (None: nothing holds it)."""
-    for row in document["tiers"]:
-        row["control"] = control_view(controls.get(row["tier"]), now)
-    return document
+    return with_controls(document, controls, world)
 
 
 def register(app: typer.Typer) -> None:
