@@ -82,3 +82,11 @@ def test_each_decision_holds_until_the_next_and_unknown_prices_stay_unknown() ->
     unpriced = tier_report("web", [(0.0, 2)], 3600.0, None, 5)
     assert unpriced["would_cost"] is None and unpriced["current_cost"] is None  # unknown, never zero
     assert tier_report("web", [], 3600.0, 1.5, None)["hours"] == 0.0
+
+
+def test_observe_refuses_routing_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCALECTL_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("SCALECTL_ROUTING", "nginx")
+    result = CliRunner().invoke(app, ["daemon", "--observe", "--ticks", "1"])
+    assert result.exit_code == 2 and "--observe serves no traffic" in result.stderr
+    assert not (tmp_path / "scalectl.db").exists()  # refused before anything was written
