@@ -7,9 +7,12 @@ from __future__ import annotations
 import typer
 
 from scalectl.cli.context import open_store, settings, user_errors
+from scalectl.cli.files import tier_names
 from scalectl.cli.output import EXIT_USAGE, fail
 from scalectl.controller.store.repository import Store
 from scalectl.policies.durations import parse_duration
+
+TierArgument = typer.Argument(..., help="Tier name.", autocompletion=tier_names)
 
 
 def _known(store: Store, tier: str) -> None:
@@ -29,7 +32,7 @@ def _now(store: Store) -> float:
 def register(app: typer.Typer) -> None:
     @app.command()
     def scale(
-        tier: str,
+        tier: str = TierArgument,
         count: int | None = typer.Argument(None, help="The desired count to hold (clamped to max and budget)."),
         for_: str | None = typer.Option(None, "--for", help='Hold it this long, e.g. "1h"; default: until cleared.'),
         clear: bool = typer.Option(False, "--clear", help="Drop the override: the policy decides again."),
@@ -65,11 +68,11 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"{tier}: {'paused: the desired count holds' if paused else 'resumed: the policy decides'}")
 
     @app.command()
-    def pause(tier: str) -> None:
+    def pause(tier: str = TierArgument) -> None:
         """Hold a tier's desired count (its policy still runs and is recorded; failed instances are replaced)."""
         _pause(tier, True)
 
     @app.command()
-    def resume(tier: str) -> None:
+    def resume(tier: str = TierArgument) -> None:
         """Let a paused tier's policy set its desired count again."""
         _pause(tier, False)
