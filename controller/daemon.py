@@ -37,6 +37,7 @@ from scalectl.controller.store.off_loop import StoreCalls, in_memory_sqlite
 from scalectl.controller.store.repository import Store
 from scalectl.controller.systemd import SystemdNotifier, watchdog_interval
 from scalectl.controller.version import scalectl_version
+from scalectl.controller.views.controls import with_controls
 from scalectl.controller.views.status import status_document
 from scalectl.providers.base import Provider
 from scalectl.serving.activator import Activator
@@ -52,6 +53,7 @@ class DaemonOptions:
     max_ticks: int | None = None  # stop by itself after this many ticks (demos, tests)
     run_for: float | None = None  # stop by itself after this much (virtual) time
     serve_http: bool = True
+    observe: bool = False  # decide and record only: no provider is called (controller/reconciler/observe.py)
 
 
 class Daemon:
@@ -145,6 +147,7 @@ class Daemon:
             offers_ttl=self.settings.offers_ttl,
             offer_unavailable_for=self.settings.offer_unavailable_for,
             store_calls=self.db,
+            observe=self.options.observe,
             **self.serving.reconciler_kwargs(),
         )
         self._config_version = store.config.version()
@@ -353,7 +356,8 @@ class Daemon:
         assert self.controller is not None and self.replica is not None
         stale_after = 3 * self.settings.leader_lease_ttl
         store, wall, world = self.controller.store, self.real_clock.now(), self.clock.now()
-        return status_document(store.reads, self.replica.view(), wall, stale_after, world_now=world)
+        document = status_document(store.reads, self.replica.view(), wall, stale_after, world_now=world)
+        return with_controls(document, store.controls.controls(), world)  # `scalectl scale`, `scalectl pause`
 
     async def run(self) -> int:
         self.controller = controller = self.build()

@@ -138,17 +138,31 @@ class DecidePhase:
         tick.uow.save_policy_state(name, state, desired, tick.now)
         self._saved[name] = (state, desired, tick.now)
 
+    def stored_desired(self, name: str) -> int | None:
+        """The tier's desired count as last decided (or resumed from the store); None for a tier never decided."""
+        held = self._states.get(name)
+        return None if held is None else held[1]
+
+    def last_desired(self, name: str, default: int) -> int:
+        """The count this tick started from: the last tick's desired (``default`` for a tier never decided)."""
+        return self._before.get(name, (None, default))[1]
+
+    def pin(self, tick: Tick, name: str, decision: TierDecision, count: int, reason: str) -> TierDecision:
+        """Set the tier's desired count to ``count`` whatever the policy said (a capacity shortage, an
+        operator's override or pause), and keep it as the policy's last desired count, so the policy does not
+        see a change it never made (its windows would restart, and desired would flap between what it wants
+        and what it gets)."""
+        state, _ = self._states[name]
+        before, last_desired = self._before.get(name, (state, count))
+        last_change = before.last_change if last_desired == count else tick.now
+        held = replace(state, last_desired=count, last_change=last_change)
+        self._states[name] = (held, count)
+        self._save(tick, name, held, count)
+        return replace(decision, desired=count, reason=reason)
+
     def hold_at(self, tick: Tick, name: str, decision: TierDecision, allowed: int, why: str) -> TierDecision:
-        """Capacity is short: the tier can reach only ``allowed`` this tick. Hold that, say so, and keep it
-        as the policy's last desired count, so the policy does not see a change it never made (its
-        windows would restart, and desired would flap between what it wants and what it gets)."""
+        """Capacity is short: the tier can reach only ``allowed`` this tick. Hold that, and say so."""
         if allowed >= decision.desired:
             return decision
-        state, _ = self._states[name]
-        before, last_desired = self._before.get(name, (state, allowed))
-        last_change = before.last_change if last_desired == allowed else tick.now
-        held = replace(state, last_desired=allowed, last_change=last_change)
-        self._states[name] = (held, allowed)
-        self._save(tick, name, held, allowed)
         reason = f"{decision.reason}; capacity allows {allowed} ({why}) → hold {allowed}"
-        return replace(decision, desired=allowed, reason=reason)
+        return self.pin(tick, name, decision, allowed, reason)

@@ -15,11 +15,13 @@ from scalectl.clocks import Clock
 from scalectl.controller.ha.shards import TickScope
 from scalectl.controller.reconciler.backoffs import Backoffs
 from scalectl.controller.reconciler.calls import Calls
+from scalectl.controller.reconciler.controls import Controls
 from scalectl.controller.reconciler.create import CreatePhase, PendingCreate, ServerFor
 from scalectl.controller.reconciler.decide import PolicyRunner
 from scalectl.controller.reconciler.decision import DecidePhase
 from scalectl.controller.reconciler.fleet_budget import FleetBudget
 from scalectl.controller.reconciler.garbage import Duplicates, collect_garbage
+from scalectl.controller.reconciler.observe import observe_tick
 from scalectl.controller.reconciler.offers import TierOffers
 from scalectl.controller.reconciler.placement import UNAVAILABLE_FOR
 from scalectl.controller.reconciler.plan import NO_PLACEMENT, SPOT_WAIT, Create, Plan, instance_price, plan_tier
@@ -69,6 +71,7 @@ class Reconciler:
         offers_ttl: float = OFFERS_TTL,
         offer_unavailable_for: float = UNAVAILABLE_FOR,
         store_calls: StoreCalls | None = None,
+        observe: bool = False,
     ):
         self.store, self.clock = store, clock
         # The daemon runs store work in worker threads (its loop keeps answering); tests and the simulator inline.
@@ -80,6 +83,7 @@ class Reconciler:
         self.recorder = Recorder(signals)
         self.sync = SyncPhase(self.providers, calls, self.backoffs, key_prefix, readiness)
         self.decide = DecidePhase(store, policy or PolicyRunner(), signals, clock)
+        self.controls = Controls(store, self.decide)  # `scalectl scale` and `scalectl pause`
         self.creates = CreatePhase(
             self.providers, calls, self.backoffs, self.offers, self.recorder, key_prefix, server_for
         )
@@ -93,10 +97,13 @@ class Reconciler:
         self._calls = calls
         self.duplicates = Duplicates()  # when each second instance under a live key was first seen
         self._started = False
+        self.observe = observe  # `scalectl daemon --observe`: decide and record, call no provider (observe.py)
 
     async def tick(self, scope: TickScope | None = None) -> TickReport:
         """One tick over every tier, or (``scope``, when daemons split the tiers) over the tiers this
         daemon holds leases on; only the scope's housekeeper deletes instances no live row explains."""
+        if self.observe:
+            return await observe_tick(self, scope)
         now = self.clock.now()
         report = TickReport(t=now)
         db = self.db.run
@@ -168,6 +175,7 @@ class Reconciler:
         readings: Mapping[str, TierReading],
     ) -> list[PendingCreate]:
         creates: list[PendingCreate] = []
+        self.controls.refresh()
         for name in self._planning_order(tiers):  # who gets capacity first when the fleet budget binds
             creates += self._decide_and_plan(tick, name, tiers[name], grouped[name], readings[name])
         return creates
@@ -224,6 +232,7 @@ class Reconciler:
         price = instance_price(name, tier, offers, self.backoffs, tick.now)
         counted, replacing = [i for i in instances if i.counted], len(unreplaced_notices(instances))
         decision = self.decide.decide(tick, name, tier, counted, reading, price, replacing=replacing)
+        decision = self.controls.apply(tick, name, tier, decision, price)
         avoid = offers_to_avoid(instances)
         plan = plan_tier(
             name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now,

@@ -177,3 +177,15 @@ class RolloutRecord(Base):
     generation: Mapped[int] = mapped_column(Integer, default=0)
     paused: Mapped[bool] = mapped_column(default=False)
     updated_at: Mapped[float] = mapped_column(Float)
+
+
+class TierControlRecord(Base):
+    """A tier's operator controls: an override of its desired count (``override_count``, until
+    ``override_until`` in world time, or until cleared when that is null) and a pause. No row: neither."""
+
+    __tablename__ = "tier_controls"
+    tier: Mapped[str] = mapped_column(String(64), primary_key=True)
+    override_count: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    override_until: Mapped[float | None] = mapped_column(Float, nullable=True)
+    paused: Mapped[bool] = mapped_column(default=False)
+    updated_at: Mapped[float] = mapped_column(Float)

@@ -1,9 +1,10 @@
 """The store: one object per concern over one database, each call one short transaction.
 
-``config`` the applied configuration versions · ``rollouts`` what `scalectl rollout` set · ``failures`` what
-failed (back-off history, interruption notices) · ``policy`` each tier's policy state · ``records`` decisions,
-events and request counts · ``reads`` the fleet as status and describe read it · ``unit_of_work()`` the
-reconciler's transaction over instances, decisions and policy state."""
+``config`` the applied configuration versions · ``rollouts`` what `scalectl rollout` set · ``controls``
+what `scalectl scale|pause` set · ``failures`` what failed (back-off history, interruption notices) · ``policy``
+each tier's policy state · ``records`` decisions, events and request counts · ``reads`` the fleet as status
+and describe read it · ``unit_of_work()`` the reconciler's transaction over instances, decisions and policy
+state."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from scalectl.controller.store.config_store import ConfigStore, TierChange, diff_config
+from scalectl.controller.store.control_store import ControlStore
 from scalectl.controller.store.db import make_sessionmaker
 from scalectl.controller.store.failure_store import FailureStore, NoticeMismatch
 from scalectl.controller.store.fleet_reads import FleetReadStore
@@ -37,6 +39,7 @@ class Store:
         self.sole_writer = sole_writer
         self.config = ConfigStore(engine, self.sessions, sole_writer=sole_writer)
         self.rollouts = RolloutStore(engine, self.sessions, sole_writer=sole_writer)
+        self.controls = ControlStore(engine, self.sessions, sole_writer=sole_writer)  # scale, pause
         self.failures = FailureStore(self.sessions)
         self.policy = PolicyStateStore(self.sessions)
         self.records = RecordStore(self.sessions)

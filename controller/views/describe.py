@@ -9,6 +9,7 @@ from typing import Any
 from scalectl.controller.store.repository import Store
 from scalectl.controller.views.ages import ago
 from scalectl.controller.views.capacity import learned_batch, learned_capacity
+from scalectl.controller.views.controls import control_view
 from scalectl.controller.views.rollout_status import rollout_status
 from scalectl.controller.views.status import fleet_status
 from scalectl.policies.types import PolicyState
@@ -54,6 +55,7 @@ def describe_tier(store: Store, name: str, now: float, *, decisions: int = 10) -
         "capacity": learned_capacity(tier_spec, state),
         "batch": learned_batch(tier_spec, state),
         "rollout": rollout_status(store, name),
+        "control": control_view(store.controls.controls().get(name), now),  # `scalectl scale`, `pause`
         "instances": [
             {
                 "key": i.key,

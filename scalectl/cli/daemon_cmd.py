@@ -28,6 +28,12 @@ def register(app: typer.Typer) -> None:
         log_format: LogFormat | None = typer.Option(
             None, help="text, or json: one object per line with ISO-8601 times [env SCALECTL_LOG_FORMAT]."
         ),
+        observe: bool = typer.Option(
+            False,
+            "--observe",
+            help="Observe only: read signals, decide and record, call no provider (beside another autoscaler; "
+            "`scalectl report` prices what it would have run).",
+        ),
         config_: Path | None = old_spelling("--config"),
     ) -> None:
         """Run the autoscaler. With no configuration: the bundled example tiers on the simulated cloud,
@@ -48,9 +54,13 @@ def register(app: typer.Typer) -> None:
             s = s.model_copy(update={"http_port": port})
         if config is None and s.config_file is not None:
             config = s.config_file
+        if observe and s.routing != "none":
+            fail("--observe serves no traffic: routing must be none (unset SCALECTL_ROUTING)", EXIT_USAGE)
         from scalectl.controller.ha.file_lock import DaemonAlreadyRunning
 
-        daemon = Daemon(s, DaemonOptions(config_file=config, speed=speed, max_ticks=ticks, run_for=duration))
+        daemon = Daemon(
+            s, DaemonOptions(config_file=config, speed=speed, max_ticks=ticks, run_for=duration, observe=observe)
+        )
         try:
             setup_logging(
                 log_level or s.log_level, log_format or LogFormat(s.log_format), daemon.world_now, speed=speed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from scalectl.clocks import SystemClock
 from scalectl.controller.settings import Settings
 from scalectl.controller.store.world_clock import world_now
 from scalectl.controller.views.ages import ago
+from scalectl.controller.views.controls import with_controls
 from scalectl.controller.views.status import COLUMNS, status_document
 from scalectl.policies.durations import parse_duration
 
@@ -22,6 +24,7 @@ if TYPE_CHECKING:  # the store (SQLAlchemy) loads in the commands: `status` on S
     from scalectl.controller.store.repository import Store
     from scalectl.controller.store.world_clock import WorldClock
     from scalectl.controller.views.status import FleetReads
+    from scalectl.domain.tier_control import TierControl
 
 
 def _now(store: Store) -> float:
@@ -41,27 +44,36 @@ def _window(window: str | None) -> float | None:
 def _status_document(s: Settings) -> dict[str, Any]:
     """The document GET /v1/status answers. An up-to-date SQLite file is read through sqlite3 (no SQLAlchemy
     import: the command starts in half the time); anything else through the store, which migrates."""
+    from scalectl.controller.views.controls import sqlite_controls
     from scalectl.controller.views.status_reads import open_sqlite_reads
 
     stale_after = 3 * s.leader_lease_ttl
     reads = open_sqlite_reads(s.resolved_database_url())
     if reads is not None:
         try:
-            return _document(reads, reads.replicas(), reads.world_clock(), stale_after)
+            return _document(reads, reads.replicas(), reads.world_clock(), stale_after, sqlite_controls(reads.conn))
         finally:
             reads.close()
     from scalectl.controller.ha.replica import read_replicas
     from scalectl.controller.store import world_clock
 
     store = open_store(s)
-    return _document(store.reads, read_replicas(store.engine), world_clock.read(store), stale_after)
+    controls = store.controls.controls()
+    return _document(store.reads, read_replicas(store.engine), world_clock.read(store), stale_after, controls)
 
 
-def _document(reads: FleetReads, view: ReplicaView, clock: WorldClock | None, stale_after: float) -> dict[str, Any]:
+def _document(
+    reads: FleetReads,
+    view: ReplicaView,
+    clock: WorldClock | None,
+    stale_after: float,
+    controls: Mapping[str, TierControl],
+) -> dict[str, Any]:
     wall = SystemClock().now()
     world = wall if clock is None else clock.now(wall)
     published = None if clock is None else clock.wall_at
-    return status_document(reads, view, wall, stale_after, world_now=world, last_published=published)
+    document = status_document(reads, view, wall, stale_after, world_now=world, last_published=published)
+    return with_controls(document, controls, world)
 
 
 def register(app: typer.Typer) -> None:
@@ -81,6 +93,9 @@ def register(app: typer.Typer) -> None:
             if not daemon["running"]:
                 typer.echo(_not_running(daemon), err=True)
             emit(document["tiers"], output, columns=COLUMNS, title=None if daemon["running"] else "stale")
+            for row in document["tiers"]:
+                if row.get("control") is not None:
+                    typer.echo(f"{row['tier']}: {row['control']['summary']}")
             _print_replicas(document, output)
         if not daemon["running"]:
             raise typer.Exit(EXIT_NO_DAEMON)
@@ -138,6 +153,8 @@ def register(app: typer.Typer) -> None:
             emit(batch_view, Format.table, title="batch sizing (max_wait): learned")
         if rollout is not None:
             emit(rollout, Format.table, title="rollout (scalectl rollout status)")
+        if data["control"] is not None:
+            typer.echo(f"control: {data['control']['summary']}")
         if errors:
             emit(errors, Format.table, title="signal source errors (last reading)")
         if error_counts:

@@ -37,6 +37,10 @@ COMMANDS = {
     "schema": "scalectl.cli.schema_cmd",
     "spot-agent": "scalectl.cli.agent_cmd",
     "rollout": "scalectl.cli.rollout_cmd",
+    "scale": "scalectl.cli.control_cmds",
+    "pause": "scalectl.cli.control_cmds",
+    "resume": "scalectl.cli.control_cmds",
+    "report": "scalectl.cli.report_cmd",
 }
 COMMAND_MODULES = list(dict.fromkeys(COMMANDS.values()))
 
@@ -60,6 +64,10 @@ SUMMARIES = {
     "with a synthetic load, printing every decision.",
     "schema": "Print the JSON Schema (draft 2020-12) of the tiers file (docs/configuration.md#editor-support).",
     "spot-agent": "Print the on-instance agent that posts signed interruption notices (AWS IMDSv2, GCP metadata).",
+    "scale": "Override a tier's desired count (until --clear, or for --for); its policy still runs and is shown.",
+    "pause": "Hold a tier's desired count (its policy still runs and is recorded; failed instances are replaced).",
+    "resume": "Let a paused tier's policy set its desired count again.",
+    "report": "What the tiers would have run and cost beside what the current fleet ran and cost.",
     "get": "List resources.",
     "describe": "Show one resource in detail.",
     "db": "Database schema migrations.",

@@ -41,6 +41,15 @@ def tune_command(
         f"of the run, once {PACE.warmup:.0%} of it is past (a guess, not a bound: docs/simulator.md measures "
         "how often it is wrong); --exact-bounds stops only trials that cannot win.",
     ),
+    storage: str | None = typer.Option(
+        None,
+        "--storage",
+        help="Optuna RDB storage (postgresql://…, sqlite:///…): workers on several processes or machines run "
+        "trials into one study, resumable; the best reported is the whole study's.",
+    ),
+    study: str | None = typer.Option(
+        None, "--study", help="The study's name in --storage [default: TIER-WORKLOAD, the workload file's stem]."
+    ),
     output: Format = OutputOption,
 ) -> None:
     """Find the cheapest policy settings whose simulated SLO attainment meets --slo; print them as YAML.
@@ -50,6 +59,9 @@ def tune_command(
         fail(f"--trials: expected at least 1, got {trials}", EXIT_USAGE)
     if jobs < 1:
         fail(f"--jobs: expected at least 1, got {jobs}", EXIT_USAGE)
+    if study is not None and storage is None:
+        fail("--study names a study in --storage: give --storage too", EXIT_USAGE)
+    study_name = study or f"{tier}-{workload.stem}"
     if not 0.0 < slo <= 1.0:
         fail(f"--slo: expected a share of requests in (0, 1], e.g. 0.995, got {slo:g}", EXIT_USAGE)
     try:
@@ -82,6 +94,7 @@ def tune_command(
             result = tune(
                 config, text, load, tier, trials=trials, slo_target=slo, jobs=jobs, seed=seed, progress=advance,
                 source=str(file), stop_early=stop_early, pace=PACE if pace else None,
+                storage=storage, study_name=study_name,
             )  # fmt: skip
         except TuneInputError as exc:
             fail(str(exc), EXIT_USAGE)
@@ -90,6 +103,8 @@ def tune_command(
     if output is Format.table:
         console = report_console()
         console.print(frontier_table(result))
+        if storage is not None:
+            console.print(f'study "{study_name}": {len(result.trials)} trials from every worker', highlight=False)
         stopped = sum(1 for t in result.trials if t.stopped is not None)
         if stopped:
             console.print(

@@ -14,6 +14,7 @@ import gc
 import math
 import multiprocessing
 import os
+import socket
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -350,13 +351,19 @@ def tune(
     source: str = "tiers file",
     stop_early: bool = True,
     pace: PaceRule | None = PACE,
+    storage: str | None = None,
+    study_name: str | None = None,
 ) -> TuneResult:
     """Run ``trials`` simulations of ``tier`` with settings proposed by Optuna; see ``TuneResult.best``.
 
     ``stop_early``: a trial that can no longer be the best (``Bound``) is stopped where it shows; it is
     then off the frontier (its SLO is not known), which ``stop_early=False`` keeps whole. ``pace``: also stop
     a trial spending well ahead of the best trial at the same point of the run (``Pace``; a guess: None
-    keeps only the exact bounds)."""
+    keeps only the exact bounds).
+
+    ``storage``: an Optuna RDB URL (``postgresql://…``, ``sqlite:///…``); the trials go into the study
+    ``study_name`` there, created or resumed, so several processes or machines search one study and the
+    result (``best``, the frontier) is the whole study's, this process's ``trials`` and everyone else's."""
     try:
         import optuna
     except ModuleNotFoundError:
@@ -365,8 +372,13 @@ def tune(
     result.slo_target = slo_target
     only = workload.model_copy(update={"tiers": {tier: workload.tiers[tier]}})
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    sampler = optuna.samplers.TPESampler(seed=seed)
-    study = optuna.create_study(direction="minimize", sampler=sampler)
+    if storage is None:
+        sampler = optuna.samplers.TPESampler(seed=seed)
+        study = optuna.create_study(direction="minimize", sampler=sampler)
+    else:  # several workers, one study (scalectl/simulator/tune_study.py)
+        from scalectl.simulator.tune_study import shared_study, whole_study
+
+        study = shared_study(storage, study_name or tier, tier, slo_target, seed)
     start = _current(config.tiers[tier].policy, result.space)
     if start:
         study.enqueue_trial(start, skip_if_exists=True)
@@ -383,6 +395,8 @@ def tune(
 
     def submit(pool: concurrent.futures.Executor | None) -> tuple[Any, dict[str, float | int], Any]:
         trial = study.ask()
+        if storage is not None:  # which worker ran it: a shared study's trials come from several
+            trial.set_user_attr("worker", WORKER)
         params = {p.name: _suggest(trial, p) for p in result.space}
         job = TrialJob(config, config_text, only, tier, policy_with(result.base_policy, params), bound())
         future = pool.submit(run_trial, job) if pool is not None else None
@@ -391,18 +405,24 @@ def tune(
     def finish(trial: Any, params: dict[str, float | int], outcome: TrialOutcome | Exception) -> None:
         if isinstance(outcome, Exception):
             trial_result = TrialResult(trial.number, params, None, None, _one_line(outcome))
+            trial.set_user_attr("error", trial_result.error)
             study.tell(trial, state=optuna.trial.TrialState.FAIL)
         elif outcome.stopped is not None:
             trial_result = TrialResult(
                 trial.number, params, outcome.cost, None, stopped=outcome.stopped, stopped_at=outcome.stopped_at,
                 spent=outcome.spent,
             )  # fmt: skip
+            trial.set_user_attr("stopped", outcome.stopped)
+            trial.set_user_attr("stopped_at", outcome.stopped_at)
+            trial.set_user_attr("cost", outcome.cost)
             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
         else:
             result.requests = result.requests or outcome.requests
             trial_result = TrialResult(trial.number, params, outcome.cost, outcome.slo, spent=outcome.spent)
             # feasible at <= 0
             trial.set_constraint("slo", slo_target - (outcome.slo if outcome.slo is not None else 0.0))
+            trial.set_user_attr("slo", outcome.slo)  # what another worker reads back (``study_trials``)
+            trial.set_user_attr("requests", outcome.requests)
             study.tell(trial, outcome.cost)
         result.trials.append(trial_result)
         if progress is not None:
@@ -418,7 +438,7 @@ def tune(
                 except (ValidationError, ValueError) as exc:
                     outcome = exc
                 finish(trial, params, outcome)
-        return result
+        return whole_study(result, study) if storage is not None else result
     context = multiprocessing.get_context("spawn")  # no inherited threads or event loops in the workers
     start_worker = partial(_worker_start, os.getpid())
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=start_worker) as pool:
@@ -436,7 +456,10 @@ def tune(
                 if error is not None and not isinstance(error, ValidationError | ValueError):
                     raise error
                 finish(trial, params, error if isinstance(error, Exception) else future.result())
-    return result
+    return whole_study(result, study) if storage is not None else result
+
+
+WORKER = f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _worker_start(parent: int) -> None:
