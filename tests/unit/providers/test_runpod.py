@@ -182,10 +182,11 @@ async def test_preempted_interruptible_pod_reads_preempted(rp: RunPodProvider, f
     assert got.status is InstanceStatus.PREEMPTED and got.raw_status == "EXITED"
 
 
-async def test_exited_on_demand_pod_is_unknown_not_gone(rp: RunPodProvider, fake: RunPodFake) -> None:
+async def test_exited_on_demand_pod_is_stopped_not_gone(rp: RunPodProvider, fake: RunPodFake) -> None:
     created = await rp.create(spec("sct-exit-1", await offer(rp, Capacity.ON_DEMAND), Capacity.ON_DEMAND))
     fake.set_raw_status(created.provider_id, "EXITED")
-    assert (await rp.get(created.provider_id)).status is InstanceStatus.UNKNOWN
+    got = await rp.get(created.provider_id)
+    assert got.status is InstanceStatus.STOPPED and not got.status.is_gone
 
 
 @pytest.mark.parametrize(

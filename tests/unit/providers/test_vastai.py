@@ -223,7 +223,8 @@ async def test_outbid_interruptible_instance_is_preempted(vast: VastAIProvider, 
         ("loading", InstanceStatus.PENDING),
         ("running", InstanceStatus.RUNNING),
         ("exited", InstanceStatus.FAILED),
-        ("stopped", InstanceStatus.UNKNOWN),
+        ("stopped", InstanceStatus.UNKNOWN),  # stopped while intended to run: not documented
+        ("scheduling", InstanceStatus.PENDING),  # a start waiting for its machine's GPUs
         ("offline", InstanceStatus.UNKNOWN),
         ("frozen", InstanceStatus.UNKNOWN),
     ],
@@ -234,6 +235,18 @@ async def test_on_demand_status_table(
     created = await vast.create(spec("sct-st-1", await cheapest(vast, Capacity.ON_DEMAND), Capacity.ON_DEMAND))
     fake.instances[int(created.provider_id)]["actual_status"] = actual
     assert (await vast.get(created.provider_id)).status is expected
+
+
+@pytest.mark.parametrize("capacity", [Capacity.ON_DEMAND, Capacity.SPOT])
+async def test_an_instance_stopped_on_request_is_stopped_not_preempted(
+    vast: VastAIProvider, fake: VastFake, capacity: Capacity
+) -> None:
+    created = await vast.create(spec("sct-stop-1", await cheapest(vast, capacity), capacity))
+    fake.make_running(created.provider_id)
+    await vast.stop(created.provider_id)
+    row = fake.instances[int(created.provider_id)]
+    assert (row["actual_status"], row["intended_status"]) == ("stopped", "stopped")
+    assert (await vast.get(created.provider_id)).status is InstanceStatus.STOPPED
 
 
 async def test_running_instance_has_its_mapped_port(vast: VastAIProvider, fake: VastFake) -> None:
