@@ -128,6 +128,7 @@ class RunPodFake:
         self.quota, self._quota_window = None, None
         self.resume_no_gpu_rate = 0.0
         self.gpu_taken.clear()
+        self._resume_rng = random.Random(7)
 
     @property
     def calls(self) -> int:

@@ -131,6 +131,7 @@ class VastFake:
         self.lost_rents = 0
         self.queries.clear()
         self.resume_no_gpu_rate = 0.0
+        self._resume_rng = random.Random(7)
 
     @property
     def calls(self) -> int:

@@ -383,3 +383,18 @@ async def test_list_pages_are_spaced_by_the_threshold_vast_names_in_its_429(fake
         assert fake.calls - first == 5  # paced from the start: no 429
     finally:
         await provider.aclose()
+
+
+async def test_starts_wait_in_scheduling_at_the_fake_s_rate(vast: VastAIProvider, fake: VastFake) -> None:
+    created = await vast.create(spec("sct-resume-1", await cheapest(vast, Capacity.ON_DEMAND), Capacity.ON_DEMAND))
+    fake.make_running(created.provider_id)
+    fake.resume_no_gpu_rate = 0.25
+    stalled = 0
+    for _ in range(40):
+        await vast.stop(created.provider_id)
+        await vast.start(created.provider_id)  # answers success either way, as Vast.ai does
+        got = await vast.get(created.provider_id)
+        assert got.status is InstanceStatus.PENDING
+        stalled += got.raw_status.startswith("scheduling")
+        fake.make_running(created.provider_id)
+    assert 4 <= stalled <= 18  # 25% of 40, seeded
