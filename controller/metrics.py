@@ -72,9 +72,11 @@ EVENT_KINDS = (
     "delete-retry",
     "no-placement",
     "rollout-stopped",
+    InstanceState.STOPPED.value,  # seen stopped at the provider
+    "resumed",
 )
 SIGNAL_SOURCES = ("queue", "vllm", "prometheus")  # the `source` label: the kind, never an endpoint address
-PROVIDER_OPERATIONS = ("offers", "create", "get", "list", "delete")
+PROVIDER_OPERATIONS = ("offers", "create", "get", "list", "delete", "stop", "start")
 PROVIDER_OUTCOMES = ("ok", "error")
 # What became of a request at the activator (serving/activator): handed to an instance, or why not.
 ACTIVATOR_OUTCOMES = ("proxied", "full", "timed_out", "client_gone", "upstream_error", "too_large", "standby")

@@ -35,6 +35,12 @@ class ProviderProxy:
     async def delete(self, provider_id: str) -> None:
         await self._around("delete", lambda: self.inner.delete(provider_id))
 
+    async def stop(self, provider_id: str) -> None:
+        await self._around("stop", lambda: self.inner.stop(provider_id))
+
+    async def start(self, provider_id: str) -> None:
+        await self._around("start", lambda: self.inner.start(provider_id))
+
     async def aclose(self) -> None:
         await self.inner.aclose()
 

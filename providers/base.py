@@ -25,6 +25,7 @@ class InstanceStatus(StrEnum):
     PENDING = "pending"  # accepted, being created or booting
     RUNNING = "running"  # the machine is up (the server on it may still be loading)
     STOPPING = "stopping"
+    STOPPED = "stopped"  # halted at our (or someone's) request: GPU released, disk kept, may be started again
     TERMINATED = "terminated"  # gone at our request
     PREEMPTED = "preempted"  # taken back by the provider (spot interruption, host failure)
     FAILED = "failed"  # the provider gave up creating it
@@ -148,6 +149,14 @@ class ProviderCapabilities:
     # the provider made it. A create whose outcome is unknown is not sent again for that key before this
     # has passed, and a second instance under a live row's key is deleted only after longer than this.
     listing_lag: float = 0.0
+    # Boot paths faster than a fresh create (docs/providers/README.md, "Boot paths", gives each cloud's
+    # source). ``stop_start``: ``stop``/``start`` keep the machine and its disk; False: they raise
+    # ``NotSupported`` and nothing is sent.
+    stop_start: bool = False
+    billed_while_stopped: str = ""  # what the provider bills while stopped ("" where nothing can be stopped)
+    resume_may_fail_no_capacity: bool = False  # a start can find the GPU taken meanwhile
+    persistent_volumes: bool = False  # storage that outlives a deleted machine (weights cached across creates)
+    custom_images: bool = False  # boots from an image of ours (weights baked in), not only the cloud's own
 
     @property
     def launches_server(self) -> bool:
@@ -157,7 +166,8 @@ class ProviderCapabilities:
 
 @runtime_checkable
 class Provider(Protocol):
-    """Six methods, like Karpenter's CloudProvider. All async; ``create`` returns fast, never waits.
+    """Six methods, like Karpenter's CloudProvider, plus stop/start. All async; ``create`` returns fast,
+    never waits; so do ``stop`` and ``start`` (the machine gets there later, as ``get`` shows).
 
     ``capabilities`` is a class-level declaration of what the adapter is. ``render_launch`` (pure) renders a
     server description in the adapter's declared bootstrap form; ``create`` sends what it renders.
@@ -178,5 +188,12 @@ class Provider(Protocol):
     async def list(self, key_prefix: str) -> list[ProviderInstance]: ...  # ours only
 
     async def delete(self, provider_id: str) -> None: ...  # idempotent: gone is success
+
+    # Idempotent: "already stopped" (or stopping) is success for stop, "already running" (or starting) for
+    # start. A start refused because the GPU was taken meanwhile raises InsufficientCapacity. Adapters
+    # declaring ``stop_start=False`` raise NotSupported without a request.
+    async def stop(self, provider_id: str) -> None: ...
+
+    async def start(self, provider_id: str) -> None: ...
 
     async def aclose(self) -> None: ...

@@ -82,6 +82,11 @@ class BudgetExhausted(RateLimited):
     later tick, after ``retry_after``."""
 
 
+class NotSupported(ProviderError):
+    """The adapter (or this instance: an interruptible one) cannot do what was asked, by design of the
+    cloud (Lambda has no stop, only terminate). Never retried; nothing was sent."""
+
+
 class DeleteDeferred(ProviderError):
     """The provider refuses deletion for now (e.g. a minimum runtime); retry after ``retry_after``."""
 

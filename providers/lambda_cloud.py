@@ -39,6 +39,7 @@ from scalectl.providers.errors import (
 from scalectl.providers.http import ApiClient, ApiKey, HttpFailure, Pacer, RetryPolicy, classify_status, shared_status
 from scalectl.providers.registry import ProviderConfig
 from scalectl.providers.status import map_status
+from scalectl.providers.stop_start import refuse
 from scalectl.providers.tagging import key_from_name, validate_key
 from scalectl.serving.bootstrap.cloud_init import CloudConfig
 from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
@@ -144,8 +145,14 @@ class LambdaProvider:
 
     # GET /instances answers with every instance of the account at once; no spot, no interruptions.
     # Lambda documents no listing consistency; 30 s, as for Spheron (a lost launch is looked up, not repeated).
+    # Boot paths: Lambda has no stop (its API has launch, restart and terminate; docs.lambda.ai: instances
+    # cannot be paused, only terminated) but persistent filesystems that outlive instances.
     capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
-        bootstrap=BootstrapForm.CLOUD_INIT, listing_lag=30.0
+        bootstrap=BootstrapForm.CLOUD_INIT,
+        listing_lag=30.0,
+        stop_start=False,
+        persistent_volumes=True,
+        custom_images=False,  # the base images Lambda offers, no image of ours
     )
 
     @staticmethod
@@ -282,6 +289,12 @@ class LambdaProvider:
             if current.status in (InstanceStatus.TERMINATED, InstanceStatus.STOPPING) or current.status.is_gone:
                 return
             raise
+
+    async def stop(self, provider_id: str) -> None:
+        raise refuse("stop", provider=self.name, why="Lambda Cloud instances cannot be stopped, only terminated")
+
+    async def start(self, provider_id: str) -> None:
+        raise refuse("start", provider=self.name, why="Lambda Cloud instances cannot be stopped, only terminated")
 
     async def aclose(self) -> None:
         await self.api.aclose()

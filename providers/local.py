@@ -38,6 +38,7 @@ from scalectl.providers.base import (
 )
 from scalectl.providers.errors import InstanceNotFound, InvalidRequest, ListingIncomplete, Transient
 from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.stop_start import refuse
 from scalectl.serving.bootstrap.standin import standin_args
 from scalectl.sizing.gpus import GPUS, UnknownGpu, normalize_gpu
 from scalectl.sizing.server import ServerDescription
@@ -112,6 +113,7 @@ class LocalProvider:
         # The implicit provider keeps its instances' state files in the daemon's data dir; a configured
         # entry uses options.state_dir, else DEFAULT_STATE_DIR.
         local_state=LocalState("state_dir", "local-instances"),
+        stop_start=False,  # a process is started and killed, never paused
     )
 
     @staticmethod
@@ -229,6 +231,12 @@ class LocalProvider:
                     raise Transient(f"local instance {provider_id} (pid {pid}) survived SIGKILL", provider=self.name)
         self._reap(int(state["pid"]))
         (self._state_dir / f"{provider_id}.json").unlink(missing_ok=True)
+
+    async def stop(self, provider_id: str) -> None:
+        raise refuse("stop", provider=self.name, why="local stand-in processes are killed, never paused")
+
+    async def start(self, provider_id: str) -> None:
+        raise refuse("start", provider=self.name, why="local stand-in processes are killed, never paused")
 
     async def aclose(self) -> None:
         """Leaves the processes running: they are instances, and list() adopts them after a restart."""

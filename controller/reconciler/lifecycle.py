@@ -22,6 +22,7 @@ class Transition:
     interrupted: bool = False
     end_state: InstanceState | None = None  # for instances moved to draining: what deletion ends them in
     address: str | None = None
+    resumed: bool = False  # started again after a stop: its boot timeouts count from now
 
 
 def observe(
@@ -46,6 +47,15 @@ def observe(
         return Transition(S.FAILED, f"instance {what} at the provider", "lost")
     if seen is None:
         return None  # the provider could not be asked this tick: no news is no change
+    if seen.status is InstanceStatus.STOPPED:
+        if state in (S.PROVISIONING, S.BOOTSTRAPPING, S.READY):
+            return Transition(S.STOPPED, "stopped at the provider: not serving, kept until started", "stopped")
+        return None  # stopped already, or draining (deleted all the same)
+    if state is S.STOPPED:
+        if seen.status in (InstanceStatus.PENDING, InstanceStatus.RUNNING):
+            # started again: it boots like a new machine, its timeouts counted from now (``move`` stamps it)
+            return Transition(S.PROVISIONING, f"started again ({seen.status.value})", "resumed", resumed=True)
+        return None  # UNKNOWN, STOPPING: no news
     if seen.interruption_notice_at is not None and state in NOTICED:
         return Transition(
             S.DRAINING,
@@ -60,7 +70,7 @@ def observe(
             if ready_on_running:
                 return Transition(S.READY, "running", S.READY.value, address=seen.address)
             return Transition(S.BOOTSTRAPPING, "machine up; waiting for the server", "booted", address=seen.address)
-        if tier is not None and now - (row.launched_at or row.created_at) > tier.launch_timeout:
+        if tier is not None and now - _began(row) > tier.launch_timeout:
             return Transition(
                 S.DRAINING,
                 f"not running after launch timeout {tier.launch_timeout:g}s",
@@ -69,7 +79,7 @@ def observe(
             )
         return None
     if state is S.BOOTSTRAPPING:
-        if tier is not None and now - (row.launched_at or row.created_at) > tier.bootstrap_timeout:
+        if tier is not None and now - _began(row) > tier.bootstrap_timeout:
             return Transition(
                 S.DRAINING,
                 f"not serving after bootstrap timeout {tier.bootstrap_timeout:g}s",
@@ -79,6 +89,12 @@ def observe(
         if seen.address and seen.address != row.address:
             return Transition(S.BOOTSTRAPPING, row.reason, address=seen.address)
     return None
+
+
+def _began(row: Instance) -> float:
+    """When the machine's current boot began: its launch, or its last start after a stop."""
+    launched = row.launched_at or row.created_at
+    return max(launched, row.resumed_at) if row.resumed_at is not None else launched
 
 
 def pending_expired(row: Instance, tier: TierSpec | None, now: float) -> bool:

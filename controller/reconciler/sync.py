@@ -132,6 +132,8 @@ class SyncPhase:
         now = tick.now
         if change.address:
             inst.address = change.address
+        if change.resumed:
+            inst.resumed_at = now
         if change.interrupted:
             inst.mark_interrupted(now)
             self.backoffs.interrupted(inst.tier, now)

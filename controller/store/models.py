@@ -71,6 +71,7 @@ class InstanceRecord(Base):
     notice_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # interruption warned
     interrupted_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # seen interrupted (spot back-off)
     ended_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    resumed_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # started again after a stop
     interrupted: Mapped[bool] = mapped_column(default=False)
     end_state: Mapped[str] = mapped_column(String(20), default=InstanceState.TERMINATED.value)  # what retiring ends in
     surge: Mapped[bool] = mapped_column(default=False)  # extra instance replacing a fallback one

@@ -30,6 +30,7 @@ from scalectl.providers.base import (
 )
 from scalectl.providers.errors import InstanceNotFound, InvalidRequest, Transient, is_retryable
 from scalectl.providers.registry import ProviderConfig
+from scalectl.providers.stop_start import STARTED_ALREADY, STOPPED_ALREADY, refuse
 from scalectl.providers.tagging import KEY_TAG, key_from_name, validate_key
 from scalectl.serving.bootstrap.cloud_init import CloudConfig
 from scalectl.sizing.server import ServerDescription
@@ -48,6 +49,14 @@ class AwsEc2Provider:
         interruption_notices=NoticeDelivery.PUSH,  # EventBridge's two-minute warning, posted to our webhook
         list_filter=ListFilter.NAME_PREFIX,  # a tag:scalectl-key wildcard filter
         list_page_size=list_page_size,
+        # Boot paths (EC2 API Reference, StopInstances / StartInstances: "you are charged for Amazon EBS
+        # volume usage" while stopped; a start can fail with InsufficientInstanceCapacity). One-time spot
+        # instances cannot be stopped ("You can't start or stop Spot Instances"): refused.
+        stop_start=True,
+        billed_while_stopped="EBS volumes (and any Elastic IP), not the instance",
+        resume_may_fail_no_capacity=True,
+        persistent_volumes=True,  # EBS volumes and snapshots
+        custom_images=True,  # AMIs of our own (ami_id)
     )
 
     @staticmethod
@@ -124,6 +133,21 @@ class AwsEc2Provider:
         except InstanceNotFound:
             return  # already gone (or never existed): success
         self._launched.pop(provider_id, None)
+
+    async def stop(self, provider_id: str) -> None:
+        if (await self._stoppable(provider_id, "stop")).status not in STOPPED_ALREADY:
+            await self._call("stop_instances", lambda c: c.stop_instances(InstanceIds=[provider_id]))
+
+    async def start(self, provider_id: str) -> None:
+        # No capacity for its type in its zone: InsufficientInstanceCapacity -> InsufficientCapacity.
+        if (await self._stoppable(provider_id, "start")).status not in STARTED_ALREADY:
+            await self._call("start_instances", lambda c: c.start_instances(InstanceIds=[provider_id]))
+
+    async def _stoppable(self, provider_id: str, operation: str) -> ProviderInstance:
+        found = await self.get(provider_id)
+        if found.capacity is Capacity.SPOT:
+            raise refuse(operation, provider=self.name, why=f"{provider_id} is a one-time spot instance")
+        return found
 
     async def aclose(self) -> None:
         client, self._client = self._client, None

@@ -22,7 +22,7 @@ _STATUS: dict[str, InstanceStatus] = {
     "running": InstanceStatus.RUNNING,
     "shutting-down": InstanceStatus.STOPPING,
     "stopping": InstanceStatus.STOPPING,
-    "stopped": InstanceStatus.STOPPING,  # not serving, still holding its volume: on its way out for us
+    "stopped": InstanceStatus.STOPPED,  # not serving, still holding its EBS volumes: StartInstances resumes it
     "terminated": InstanceStatus.TERMINATED,
 }
 # StateReason.Code values that say *why* an instance went away.
@@ -123,7 +123,9 @@ def instance_view(raw: Mapping[str, Any], options: AwsOptions, *, provider: str)
 def instance_status(state: str | None, reason: str) -> InstanceStatus:
     """EC2 state + StateReason.Code -> our status. A spot reclaim is PREEMPTED, a failed launch FAILED."""
     status = map_status(state, _STATUS)
-    if status in (InstanceStatus.TERMINATED, InstanceStatus.STOPPING) and reason in _PREEMPTED_REASONS:
+    if status in (InstanceStatus.TERMINATED, InstanceStatus.STOPPING, InstanceStatus.STOPPED) and (
+        reason in _PREEMPTED_REASONS
+    ):
         return InstanceStatus.PREEMPTED
     if status is InstanceStatus.TERMINATED and reason in _FAILED_REASONS:
         return InstanceStatus.FAILED

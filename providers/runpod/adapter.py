@@ -41,6 +41,7 @@ from scalectl.providers.runpod.wire import (
     offers_from,
     pod_view,
 )
+from scalectl.providers.stop_start import STARTED_ALREADY, STOPPED_ALREADY, refuse
 from scalectl.providers.tagging import validate_key
 from scalectl.serving.bootstrap.container import ContainerLaunch, container_launch
 from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
@@ -53,8 +54,17 @@ class RunPodProvider:
     # GET /v2/pods answers with every pod of the account at once; interruptible pods end without notice.
     # RunPod documents no listing consistency; 30 s, as for Spheron: twice the longest lag the fault runs
     # used (a lost create is looked up for that long, never sent again at once).
+    # Boot paths (docs.runpod.io: POST /pods/{podId}/stop and /start; runpodctl stop pod: "you'll continue
+    # to be charged for storage"; a stopped pod starts on the same host only if its GPUs are free).
     capabilities: ClassVar[ProviderCapabilities] = ProviderCapabilities(
-        bootstrap=BootstrapForm.CONTAINER, spot=True, listing_lag=30.0
+        bootstrap=BootstrapForm.CONTAINER,
+        spot=True,
+        listing_lag=30.0,
+        stop_start=True,  # on-demand pods only: a stopped interruptible pod reads like a preempted one
+        billed_while_stopped="the pod's volume disk (container disk is reset)",
+        resume_may_fail_no_capacity=True,
+        persistent_volumes=True,  # network volumes outlive pods
+        custom_images=True,  # any container image
     )
 
     @staticmethod
@@ -165,8 +175,28 @@ class RunPodProvider:
         except InstanceNotFound:
             return  # already gone: success
 
+    async def stop(self, provider_id: str) -> None:
+        pod = await self._stoppable(provider_id, "stop")
+        if pod.status not in STOPPED_ALREADY:
+            await self._http.request("POST", f"{PODS}/{provider_id}/stop")
+
+    async def start(self, provider_id: str) -> None:
+        pod = await self._stoppable(provider_id, "start")
+        if pod.status not in STARTED_ALREADY:  # no free GPU on its host: 400 "not enough free GPUs" -> capacity
+            await self._http.request("POST", f"{PODS}/{provider_id}/start")
+
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    async def _stoppable(self, provider_id: str, operation: str) -> ProviderInstance:
+        pod = await self.get(provider_id)
+        if pod.capacity is Capacity.SPOT:
+            raise refuse(
+                operation,
+                provider=self.name,
+                why=f"pod {provider_id} is interruptible, and RunPod shows a stopped one as it shows a preempted one",
+            )
+        return pod
 
     # ---- requests --------------------------------------------------------------------------------
     async def _list(self, key_prefix: str, *, retry: bool) -> builtins.list[ProviderInstance]:

@@ -216,10 +216,10 @@ def graphql_error(
 
 def pod_status(raw: str, capacity: Capacity | None) -> InstanceStatus:
     if raw.strip().lower() == "exited":
-        # scalectl never stops pods, it deletes them. An interruptible pod that exited was taken back by
-        # RunPod (that is how a preemption shows). An on-demand pod that exited was stopped by someone
-        # else, or for an empty balance: neither gone nor serving, so UNKNOWN (see the docs page).
-        return InstanceStatus.PREEMPTED if capacity is Capacity.SPOT else InstanceStatus.UNKNOWN
+        # A stopped pod shows EXITED. An interruptible pod that exited was taken back by RunPod (that is
+        # how a preemption shows; scalectl never stops interruptible pods). An on-demand pod that exited
+        # was stopped (by us, by someone, or for an empty balance): STOPPED, neither gone nor serving.
+        return InstanceStatus.PREEMPTED if capacity is Capacity.SPOT else InstanceStatus.STOPPED
     return map_status(raw, STATUS)
 
 

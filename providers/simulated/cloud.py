@@ -30,6 +30,7 @@ from scalectl.providers.simulated.machines import SimFleet, SimInstance, pool_of
 from scalectl.providers.simulated.offers import offer_id_of, seed_offers
 from scalectl.providers.simulated.options import SimOptions
 from scalectl.providers.status import map_status
+from scalectl.providers.stop_start import refuse
 from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
 from scalectl.sizing.server import ServerDescription
 
@@ -56,6 +57,11 @@ class SimulatedCloud:
         list_filter=ListFilter.NAME_PREFIX,
         # A simulated cloud outlives the daemon, like a real one: its state file lives in the data dir.
         local_state=LocalState("state_path", "simulated-cloud.json", "simulated-cloud-{name}.json"),
+        # Stop and start as EC2 and RunPod do them: on-demand machines only, the disk billed while stopped,
+        # a start that fails when the GPU went to someone else (SimOptions: resume delay, failure rate).
+        stop_start=True,
+        billed_while_stopped="the machine's disk (storage_per_hour), not the GPU",
+        resume_may_fail_no_capacity=True,
     )
 
     @staticmethod
@@ -203,8 +209,41 @@ class SimulatedCloud:
         self.fleet.end(inst, "terminated", self.clock.now())
         self._save()
 
+    async def stop(self, provider_id: str) -> None:
+        self._call("stop")
+        self._advance()
+        inst = self._stoppable(provider_id, "stop")
+        if inst.status != "stopped":
+            self.fleet.park(inst, self.clock.now())
+            self._save()
+
+    async def start(self, provider_id: str) -> None:
+        self._call("start")
+        self._advance()
+        inst = self._stoppable(provider_id, "start")
+        if inst.status != "stopped":
+            return  # running or on its way: success
+        pool = pool_of(inst.gpu, inst.region, inst.capacity)
+        rng = self._rng(f"{inst.key}:resume:{len(inst.stops)}")
+        taken = rng.random() < self.options.resume_failure_rate
+        if taken or self.fleet.in_use(pool) >= self._limit(pool):
+            raise InsufficientCapacity(
+                f"{inst.provider_id}: no {inst.gpu} free in {inst.region} to start it on", provider=self.name
+            )
+        now = self.clock.now()
+        self.fleet.unpark(inst, now, now + rng.uniform(self.options.resume_delay_min, self.options.resume_delay_max))
+        self._save()
+
     async def aclose(self) -> None:
         self._save()
+
+    def _stoppable(self, provider_id: str, operation: str) -> SimInstance:
+        inst = self.fleet.live.get(provider_id)
+        if inst is None:
+            raise InstanceNotFound(f"no instance {provider_id}", provider=self.name)
+        if inst.capacity == Capacity.SPOT.value:
+            raise refuse(operation, provider=self.name, why=f"{provider_id} is a spot machine")
+        return inst
 
     # ---- internals -------------------------------------------------------------------------------
     def _call(self, method: str) -> None:
@@ -232,6 +271,7 @@ class SimulatedCloud:
             created_at=now,
             ready_at=now + rng.uniform(self.options.provision_delay_min, self.options.provision_delay_max),
             tags=dict(spec.tags),
+            storage_per_hour=self.options.storage_per_hour,
         )
         rate = self.options.spot_interruptions_per_hour
         if spec.capacity is Capacity.SPOT and rate > 0:

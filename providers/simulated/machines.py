@@ -35,6 +35,13 @@ class SimInstance:
     notice_at: float | None = None
     preempt_at: float | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    # [stopped at, started again at or None]: stretches billed for the disk only, not the GPU
+    stops: list[list[float | None]] = field(default_factory=list)
+    storage_per_hour: float = 0.0
+
+    @property
+    def holds_gpu(self) -> bool:
+        return self.status != "stopped"
 
 
 def pool_of(gpu: str, region: str, capacity: Capacity | str) -> str:
@@ -43,9 +50,24 @@ def pool_of(gpu: str, region: str, capacity: Capacity | str) -> str:
 
 
 def cost_of(inst: SimInstance, now: float) -> float:
-    """Dollars billed per second from create to end (or now)."""
+    """Dollars billed per second from create to end (or now): the GPU price, but the disk's while stopped."""
     end = inst.ended_at if inst.ended_at is not None else now
-    return max(0.0, end - inst.created_at) * inst.price_per_hour / 3600.0
+    return billed_within(inst, inst.created_at, end, now)[0]
+
+
+def billed_within(inst: SimInstance, t0: float, t1: float, now: float) -> tuple[float, float]:
+    """(dollars, GPU-seconds) the machine billed within [t0, t1]: GPU seconds at its price, stopped
+    seconds at its disk's."""
+    end = inst.ended_at if inst.ended_at is not None else now
+    lo, hi = max(inst.created_at, t0), min(end, t1)
+    if hi <= lo:
+        return 0.0, 0.0
+    stopped = 0.0
+    for began, until in inst.stops:
+        assert began is not None
+        stopped += max(0.0, min(hi, until if until is not None else end) - max(lo, began))
+    gpu_seconds = (hi - lo) - stopped
+    return (gpu_seconds * inst.price_per_hour + stopped * inst.storage_per_hour) / 3600.0, gpu_seconds
 
 
 class SimFleet:
@@ -72,9 +94,10 @@ class SimFleet:
         return self._pool_counts[pool]
 
     def track(self, inst: SimInstance) -> None:
-        """A live machine: counted in its pool, its boot end and preemption on the timeline."""
+        """A live machine: counted in its pool (unless stopped), its boot end and preemption on the timeline."""
         self.live[inst.provider_id] = inst
-        self._pool_counts[pool_of(inst.gpu, inst.region, inst.capacity)] += 1
+        if inst.holds_gpu:
+            self._pool_counts[pool_of(inst.gpu, inst.region, inst.capacity)] += 1
         if inst.status == "pending":
             heapq.heappush(self._due, (inst.ready_at, inst.provider_id))
         if inst.preempt_at is not None:
@@ -83,9 +106,23 @@ class SimFleet:
     def schedule(self, when: float, provider_id: str) -> None:
         heapq.heappush(self._due, (when, provider_id))
 
+    def park(self, inst: SimInstance, now: float) -> None:
+        """Stop a live machine: its GPU goes back to the pool, its disk stays (and bills)."""
+        self._pool_counts[pool_of(inst.gpu, inst.region, inst.capacity)] -= 1
+        inst.status = "stopped"
+        inst.stops.append([now, None])
+
+    def unpark(self, inst: SimInstance, now: float, ready_at: float) -> None:
+        """Start a stopped machine: it takes a GPU from its pool again and runs at ``ready_at``."""
+        self._pool_counts[pool_of(inst.gpu, inst.region, inst.capacity)] += 1
+        inst.stops[-1][1] = now
+        inst.status, inst.ready_at = "pending", ready_at
+        heapq.heappush(self._due, (ready_at, inst.provider_id))
+
     def end(self, inst: SimInstance, status: str, now: float) -> None:
         del self.live[inst.provider_id]
-        self._pool_counts[pool_of(inst.gpu, inst.region, inst.capacity)] -= 1
+        if inst.holds_gpu:
+            self._pool_counts[pool_of(inst.gpu, inst.region, inst.capacity)] -= 1
         at = inst.preempt_at if status == "preempted" and inst.preempt_at is not None else now
         inst.status, inst.ended_at = status, at
         self.billed_ended += cost_of(inst, at)
@@ -111,16 +148,15 @@ class SimFleet:
         return self.billed_ended + sum(cost_of(i, now) for i in self.live.values())
 
     def billed_by_tier(self, t0: float, t1: float, now: float) -> dict[str, tuple[float, float]]:
-        """Per tier, (dollars, instance-seconds) billed within [t0, t1]: every machine from create to
+        """Per tier, (dollars, GPU-seconds) billed within [t0, t1]: every machine from create to
         delete (or preemption), provisioning included, clipped to the window."""
         out: dict[str, tuple[float, float]] = {}
         for inst in (*self.live.values(), *self.ended.values()):
             if not inst.tier:
                 continue
-            end = inst.ended_at if inst.ended_at is not None else now
-            seconds = max(0.0, min(end, t1) - max(inst.created_at, t0))
+            billed, seconds = billed_within(inst, t0, t1, now)
             dollars, total = out.get(inst.tier, (0.0, 0.0))
-            out[inst.tier] = (dollars + seconds * inst.price_per_hour / 3600.0, total + seconds)
+            out[inst.tier] = (dollars + billed, total + seconds)
         return out
 
     # ---- the state file ------------------------------------------------------------------------------

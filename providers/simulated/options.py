@@ -19,6 +19,13 @@ class SimOptions:
     interruption_notice: float = 120.0
     state_path: str | None = None
     create_delay: float = 0.0  # seconds `create` takes to answer after the instance exists (lost answers)
+    # Stop and start: a stopped machine gives its GPU back to the pool and bills only its disk; a start
+    # takes the resume delay (no image pull, weights on disk) and fails when the pool has no room left,
+    # or at random with ``resume_failure_rate`` (the GPU taken by another customer meanwhile).
+    resume_delay_min: float = 30.0
+    resume_delay_max: float = 60.0
+    resume_failure_rate: float = 0.0
+    storage_per_hour: float = 0.02  # $ per hour for a stopped machine's disk
 
     @classmethod
     def from_mapping(cls, options: dict[str, Any]) -> SimOptions:

@@ -33,6 +33,7 @@ from scalectl.providers.errors import (
     InsufficientCapacity,
     InvalidRequest,
     ListingIncomplete,
+    NotSupported,
     ProviderError,
     QuotaExceeded,
     RateLimited,
@@ -56,6 +57,7 @@ ERRORS: dict[str, tuple[type[ProviderError], int]] = {
     "auth-failed": (AuthFailed, 401),
     "rate-limited": (RateLimited, 429),
     "delete-deferred": (DeleteDeferred, 423),
+    "not-supported": (NotSupported, 405),
     "transient": (Transient, 503),
     "listing-incomplete": (ListingIncomplete, 500),
     "provider-error": (ProviderError, 500),
@@ -286,6 +288,12 @@ class RemoteSimulatedCloud:
 
     async def delete(self, provider_id: str) -> None:
         await self.api.request("DELETE", f"/instances/{quote(provider_id, safe='')}")  # gone already: 204 all the same
+
+    async def stop(self, provider_id: str) -> None:
+        await self.api.request("POST", f"/instances/{quote(provider_id, safe='')}/stop")  # stopped already: 204
+
+    async def start(self, provider_id: str) -> None:
+        await self.api.request("POST", f"/instances/{quote(provider_id, safe='')}/start")
 
     async def aclose(self) -> None:
         await self.api.aclose()

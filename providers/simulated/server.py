@@ -107,6 +107,14 @@ def build_app(cloud: SimulatedCloud) -> Starlette:
         await cloud.delete(request.path_params["provider_id"])
         return Response(status_code=204)
 
+    async def stop(request: Request) -> Response:
+        await cloud.stop(request.path_params["provider_id"])
+        return Response(status_code=204)
+
+    async def start(request: Request) -> Response:
+        await cloud.start(request.path_params["provider_id"])
+        return Response(status_code=204)
+
     return Starlette(
         routes=[
             Route("/offers", _answering(offers), methods=["POST"]),
@@ -114,6 +122,8 @@ def build_app(cloud: SimulatedCloud) -> Starlette:
             Route("/instances", _answering(listing), methods=["GET"]),
             Route("/instances/{provider_id}", _answering(get), methods=["GET"]),
             Route("/instances/{provider_id}", _answering(delete), methods=["DELETE"]),
+            Route("/instances/{provider_id}/stop", _answering(stop), methods=["POST"]),
+            Route("/instances/{provider_id}/start", _answering(start), methods=["POST"]),
         ]
     )
 

@@ -34,6 +34,7 @@ from scalectl.providers.spheron.wire import (
     offers_from,
     to_int,
 )
+from scalectl.providers.stop_start import refuse
 from scalectl.providers.tagging import validate_key
 from scalectl.serving.bootstrap.cloud_init import CloudConfig
 from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
@@ -54,6 +55,11 @@ class SpheronProvider:
         # Spheron documents no listing consistency. The fault runs that doubled deployments had new ones
         # show 5-15 s late in GET /api/deployments; twice the longest, so a lost create is looked up, not repeated.
         listing_lag=30.0,
+        # Boot paths: Spheron's API reference documents deploy and terminate, no stop or start; volumes
+        # can be attached; the OS image is one the offer lists.
+        stop_start=False,
+        persistent_volumes=True,
+        custom_images=False,
     )
 
     @staticmethod
@@ -166,6 +172,12 @@ class SpheronProvider:
             await self.api.request("DELETE", f"/api/deployments/{provider_id}")
         except InstanceNotFound:
             return  # gone already: success
+
+    async def stop(self, provider_id: str) -> None:
+        raise refuse("stop", provider=self.name, why="Spheron's API has no stop for deployments, only terminate")
+
+    async def start(self, provider_id: str) -> None:
+        raise refuse("start", provider=self.name, why="Spheron's API has no stop for deployments, only terminate")
 
     async def aclose(self) -> None:
         await self.api.aclose()

@@ -67,6 +67,14 @@ class VastAIProvider:
         list_page_size=PAGE_SIZE,
         list_max_pages=MAX_PAGES,
         listing_lag=30.0,
+        # Boot paths (docs.vast.ai, "vastai stop instance" / "start instance": PUT /instances/{id}/ with a
+        # state; "show instances": stopped bills disk, not the GPU). A start needs the same machine's GPUs:
+        # when they were rented meanwhile it answers success and the instance sits in "scheduling".
+        stop_start=True,
+        billed_while_stopped="the instance's disk (storage), no GPU",
+        resume_may_fail_no_capacity=True,
+        persistent_volumes=True,  # "vastai create volume": volumes rented apart from instances
+        custom_images=True,  # any container image
     )
 
     @staticmethod
@@ -190,8 +198,22 @@ class VastAIProvider:
         except InstanceNotFound:
             return  # already gone: success
 
+    async def stop(self, provider_id: str) -> None:
+        await self._set_state(provider_id, "stopped")
+
+    async def start(self, provider_id: str) -> None:
+        # Vast answers success even when the machine's GPUs were taken: the instance then stays in
+        # "scheduling" (PENDING) until they are free, which only a later ``get`` shows.
+        await self._set_state(provider_id, "running")
+
     async def aclose(self) -> None:
         await self._http.aclose()
+
+    async def _set_state(self, provider_id: str, state: str) -> None:
+        """Stop or start: Vast sets the instance's intended state, which is idempotent by nature."""
+        if not provider_id.isdigit():
+            raise InstanceNotFound(f"no instance {provider_id!r} (Vast.ai ids are numbers)", provider=self.name)
+        await self._http.request("PUT", f"/api/v0/instances/{provider_id}/", json={"state": state})
 
     # ---- requests --------------------------------------------------------------------------------
     async def _list(self, key_prefix: str) -> builtins.list[ProviderInstance]:

@@ -155,6 +155,8 @@ def instance_status(row: Mapping[str, Any], capacity: Capacity | None) -> tuple[
     raw = "/".join(filter(None, (actual or "null", intended, cur)))
     if cur == "unloaded" or actual in ("destroyed", "deleted"):
         return InstanceStatus.TERMINATED, raw  # released on destroy
+    if intended == "stopped" and actual in ("stopped", "exited", ""):
+        return InstanceStatus.STOPPED, raw  # stopped on request (ours or anyone's): disk kept, no GPU
     if capacity is Capacity.SPOT and ("outbid" in note or (intended == "running" and actual in ("stopped", "exited"))):
         # An interruptible instance stops when outbid; scalectl never stops instances itself.
         return InstanceStatus.PREEMPTED, raw
@@ -166,7 +168,9 @@ def instance_status(row: Mapping[str, Any], capacity: Capacity | None) -> tuple[
     if actual == "exited":
         return InstanceStatus.FAILED, raw  # the container exited unexpectedly; Vast does not restart it
     if actual == "stopped":
-        return InstanceStatus.UNKNOWN, raw  # stopped by someone else: billing disk, neither gone nor serving
+        # stopped while asked to run (not by a stop: that sets intended "stopped"): not documented, so
+        # neither gone nor serving. A start waiting for the machine's GPUs shows "scheduling" (PENDING).
+        return InstanceStatus.UNKNOWN, raw
     return map_status(actual, STATUS), raw
 
 

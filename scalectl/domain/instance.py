@@ -1,6 +1,7 @@
 """An instance we asked a provider for, its lifecycle states and the transitions between them.
 
-pending → provisioning → bootstrapping → ready → draining → terminated (+ failed). Every transition
+pending → provisioning → bootstrapping → ready → draining → terminated (+ failed); a machine the provider
+shows stopped is held in ``stopped`` until it runs again (then bootstrapping). Every transition
 returns the event that records it; the caller (the unit of work) stores the event with the instance.
 """
 
@@ -16,6 +17,7 @@ class InstanceState(StrEnum):
     BOOTSTRAPPING = "bootstrapping"  # machine up; the server is starting
     READY = "ready"  # serving
     DRAINING = "draining"  # finishing its requests before deletion
+    STOPPED = "stopped"  # stopped at the provider: kept (its disk may bill), neither serving nor counted
     TERMINATED = "terminated"
     FAILED = "failed"
 
@@ -30,7 +32,9 @@ class InstanceState(StrEnum):
 
 NOT_READY = frozenset({InstanceState.PENDING, InstanceState.PROVISIONING, InstanceState.BOOTSTRAPPING})
 COUNTED = NOT_READY | {InstanceState.READY}  # toward the tier's current size
-LIVE = COUNTED | {InstanceState.DRAINING}  # everything that may bill
+# Everything that may bill. A stopped machine is not counted toward its tier's size (the tier launches
+# what it lacks) and garbage collection leaves it to its row.
+LIVE = COUNTED | {InstanceState.DRAINING, InstanceState.STOPPED}
 
 
 def is_counted(state: InstanceState, *, surge: bool) -> bool:
@@ -78,6 +82,7 @@ class Instance:
     notice_at: float | None = None  # interruption warned (webhook)
     interrupted_at: float | None = None  # the reconciler saw the provider interrupt it (spot back-off)
     ended_at: float | None = None
+    resumed_at: float | None = None  # last started again after a stop: its boot timeouts count from here
     interrupted: bool = False
     end_state: InstanceState = InstanceState.TERMINATED  # what retiring ends in
     surge: bool = False  # extra instance replacing a fallback one

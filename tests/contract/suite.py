@@ -17,6 +17,7 @@ from scalectl.providers.errors import (
     AuthFailed,
     InstanceNotFound,
     InsufficientCapacity,
+    NotSupported,
     ProviderError,
     RateLimited,
     Transient,
@@ -45,6 +46,19 @@ class ContractHarness(abc.ABC):
     gpu: str = "H100-SXM5-80GB"
     capacity: Capacity = Capacity.ON_DEMAND
     max_retries: int = 0  # extra attempts the adapter makes on a retryable error
+    # Whether this harness's instances can be stopped: None means as the adapter declares (``stop_start``);
+    # False where the adapter can stop some instances but not these (interruptible ones).
+    stoppable: bool | None = None
+    # How a start shows that the GPU was taken meanwhile: "error" (InsufficientCapacity from ``start``),
+    # or "stall" (``start`` answers, the instance stays PENDING: Vast.ai's "scheduling").
+    resume_refusal: str = "error"
+
+    def can_stop(self) -> bool:
+        return self.provider.capabilities.stop_start if self.stoppable is None else self.stoppable
+
+    def take_gpu(self, provider_id: str) -> None:
+        """Someone else takes the GPU a stopped instance held, so that its next start finds none."""
+        pytest.skip(f"{type(self).__name__} cannot take a stopped instance's GPU")
 
     @abc.abstractmethod
     async def make_running(self, provider_id: str) -> None:
@@ -221,3 +235,66 @@ class ProviderContract:
         harness.inject(Fault.TRANSIENT, times=harness.max_retries + 1)
         with pytest.raises(ProviderError):
             await harness.provider.offers(GpuRequest(gpu=harness.gpu, capacity=harness.capacity))
+
+    # ---- stop and start -------------------------------------------------------------------------------
+    async def _running(self, h: ContractHarness, key: str) -> ProviderInstance:
+        created = await self._create(h, key)
+        await h.make_running(created.provider_id)
+        return created
+
+    async def test_stop_keeps_the_instance_and_start_brings_it_back(self, harness: ContractHarness) -> None:
+        if not harness.can_stop():
+            pytest.skip("not stoppable here: see the refusal test")
+        created = await self._running(harness, f"{harness.key_prefix}stop-1")
+        await harness.provider.stop(created.provider_id)
+        await harness.provider.stop(created.provider_id)  # already stopped: success
+        stopped = await harness.provider.get(created.provider_id)
+        assert stopped.status is InstanceStatus.STOPPED
+        assert stopped.address is None
+        listed = {i.provider_id: i for i in await harness.provider.list(harness.key_prefix)}
+        assert listed[created.provider_id].status is InstanceStatus.STOPPED  # kept, not gone
+        assert listed[created.provider_id].key == created.key
+        await harness.provider.start(created.provider_id)
+        assert (await harness.provider.get(created.provider_id)).status in (
+            InstanceStatus.PENDING,
+            InstanceStatus.RUNNING,
+        )
+        await harness.provider.start(created.provider_id)  # already starting: success
+        await harness.make_running(created.provider_id)
+        assert (await harness.provider.get(created.provider_id)).status is InstanceStatus.RUNNING
+
+    async def test_a_start_that_finds_the_gpu_taken_says_so(self, harness: ContractHarness) -> None:
+        if not harness.can_stop() or not harness.provider.capabilities.resume_may_fail_no_capacity:
+            pytest.skip("no stop, or a start that cannot find the GPU taken")
+        created = await self._running(harness, f"{harness.key_prefix}taken-1")
+        await harness.provider.stop(created.provider_id)
+        harness.take_gpu(created.provider_id)
+        if harness.resume_refusal == "error":
+            with pytest.raises(InsufficientCapacity) as info:
+                await harness.provider.start(created.provider_id)
+            assert not info.value.retryable
+            assert (await harness.provider.get(created.provider_id)).status is InstanceStatus.STOPPED
+        else:
+            await harness.provider.start(created.provider_id)
+            assert (await harness.provider.get(created.provider_id)).status is InstanceStatus.PENDING
+
+    async def test_stop_of_an_unknown_instance_raises_not_found(self, harness: ContractHarness) -> None:
+        if not harness.can_stop():
+            pytest.skip("not stoppable here: see the refusal test")
+        with pytest.raises(InstanceNotFound):
+            await harness.provider.stop("does-not-exist-424242")
+        with pytest.raises(InstanceNotFound):
+            await harness.provider.start("does-not-exist-424242")
+
+    async def test_stop_is_refused_cleanly_where_the_cloud_has_none(self, harness: ContractHarness) -> None:
+        if harness.can_stop():
+            pytest.skip("stoppable: see the stop/start tests")
+        created = await self._running(harness, f"{harness.key_prefix}nostop-1")
+        before = harness.calls()
+        for operation in (harness.provider.stop, harness.provider.start):
+            with pytest.raises(NotSupported) as info:
+                await operation(created.provider_id)
+            assert not info.value.retryable
+            assert "not supported" in str(info.value)
+        assert harness.calls() - before <= 2  # at most a look-up each: no stop or start was sent
+        assert (await harness.provider.get(created.provider_id)).status is InstanceStatus.RUNNING

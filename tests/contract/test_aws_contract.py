@@ -23,6 +23,11 @@ class AwsHarness(ContractHarness):
         self.fake = fake
         self.capacity = capacity
         self.max_retries = provider.options.max_attempts - 1
+        self.stoppable = False if capacity is Capacity.SPOT else None  # one-time spot instances cannot stop
+
+    def take_gpu(self, provider_id: str) -> None:
+        # What EC2 answers a StartInstances with no capacity left for the type in the instance's zone.
+        self.fake.fail_next("InsufficientInstanceCapacity", status=500, operation="StartInstances")
 
     async def make_running(self, provider_id: str) -> None:
         self.fake.set_state(provider_id, "running", code=16)

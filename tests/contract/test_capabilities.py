@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
+from scalectl.clocks import FakeClock
 from scalectl.providers.base import BootstrapForm, ProviderCapabilities
-from scalectl.providers.registry import ADAPTERS, adapter_class, capabilities_of
+from scalectl.providers.errors import NotSupported
+from scalectl.providers.registry import ADAPTERS, ProviderConfig, adapter_class, build_provider, capabilities_of
 from scalectl.serving.bootstrap.cloud_init import CloudConfig
 from scalectl.serving.bootstrap.container import ContainerLaunch
 from scalectl.serving.bootstrap.validate import validate_user_data
@@ -85,7 +87,11 @@ def test_the_adapter_declares_typed_capabilities(type_name: str) -> None:
     assert caps.list_max_pages is None or caps.list_max_pages >= 1
     if caps.running_means_ready:  # no probe would ever run: only true where nothing of ours boots
         assert not caps.launches_server
-    for method in ("offers", "create", "get", "list", "delete", "aclose", "render_launch"):
+    if caps.stop_start:  # what a stop leaves billing is part of the declaration, with its source in the docs
+        assert caps.billed_while_stopped, f"{type_name}: stop_start without billed_while_stopped"
+    else:
+        assert not caps.billed_while_stopped and not caps.resume_may_fail_no_capacity, f"{type_name}: no stop"
+    for method in ("offers", "create", "get", "list", "delete", "stop", "start", "aclose", "render_launch"):
         assert callable(getattr(cls, method, None)), f"{type_name}: no {method}"
 
 
@@ -95,3 +101,15 @@ def test_the_adapter_renders_its_declared_form_from_a_server_description(type_na
     rendered = cls.render_launch(SERVER)
     CHECKS[cls.capabilities.bootstrap](rendered)
     assert cls.render_launch(SERVER) == rendered  # pure: the same description renders the same launch
+
+
+async def test_the_local_provider_refuses_stop_and_start_without_touching_anything(tmp_path: Any) -> None:
+    # The local adapter has no contract harness (its instances are processes): its refusal is checked here.
+    provider = build_provider(
+        ProviderConfig(name="local", type="local", options={"state_dir": str(tmp_path / "state")}), FakeClock()
+    )
+    for operation in (provider.stop, provider.start):
+        with pytest.raises(NotSupported, match="not supported"):
+            await operation("local-000001")
+    assert not (tmp_path / "state").exists() or not any((tmp_path / "state").iterdir())
+    await provider.aclose()

@@ -38,6 +38,10 @@ class RunPodHarness(ContractHarness):
         )
         self.provider = self.runpod = RunPodProvider(config, self.clock)
         self.max_retries = self.runpod.max_retries
+        self.stoppable = False if capacity is Capacity.SPOT else None  # interruptible pods are not stopped
+
+    def take_gpu(self, provider_id: str) -> None:
+        self.fake.take_gpu(provider_id)
 
     async def make_running(self, provider_id: str) -> None:
         self.fake.make_running(provider_id)

@@ -18,9 +18,14 @@ class SimulatedHarness(ContractHarness):
         self.cloud = SimulatedCloud(ProviderConfig(name="simulated", type="simulated"), self.clock)
         self.provider = self.cloud
         self.capacity = capacity
+        self.stoppable = False if capacity is Capacity.SPOT else None  # spot machines are not stopped
 
     async def make_running(self, provider_id: str) -> None:
-        self.clock.advance(self.cloud.options.provision_delay_max + 1)
+        options = self.cloud.options
+        self.clock.advance(max(options.provision_delay_max, options.resume_delay_max) + 1)
+
+    def take_gpu(self, provider_id: str) -> None:
+        self.cloud.set_capacity(self.gpu, 0, capacity=self.capacity)  # every such GPU is someone else's now
 
     def inject(self, fault: Fault, times: int = 1) -> None:
         errors = {

@@ -37,6 +37,10 @@ class VastHarness(ContractHarness):
         )
         self.provider = self.vast = VastAIProvider(config, self.clock)
         self.max_retries = self.vast.max_retries
+        self.resume_refusal = "stall"  # Vast's start answers success and the instance waits in "scheduling"
+
+    def take_gpu(self, provider_id: str) -> None:
+        self.fake.take_gpu(provider_id)
 
     async def make_running(self, provider_id: str) -> None:
         self.fake.make_running(provider_id)

@@ -9,6 +9,11 @@ and reads their inputs from ``variables``, which is how the adapter sends them.
 
 Pods start ``PROVISIONING``; ``make_running`` moves them on. ``preempt`` does what RunPod does to an
 interruptible pod it takes back: the pod stays, ``EXITED``, costing nothing.
+
+Stop and start (``POST /v2/pods/{id}/stop`` and ``/start``, as RunPod's REST API documents them): a
+stopped pod shows ``EXITED``, keeps its volume and bills only storage; a start needs its GPUs free on the
+same host, and when someone took them meanwhile (``take_gpu``, or a share ``resume_no_gpu_rate`` of
+starts, seeded) it is refused with a 400 problem naming the lack of free GPUs, RunPod's message.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from tests.fakes import Fault, FaultPlan, LoopbackServer, WindowLimit
 NO_CAPACITY = (
     "There are no longer any instances available with the requested specifications. Please refresh and try again."
 )
+NO_GPUS_TO_START = "There are not enough free GPUs on the host machine to start this pod."
+STORAGE_PER_GB_HOUR = 0.2 / 730  # $0.20 per GB-month for a stopped pod's volume
 
 GPU_TYPES: list[dict[str, Any]] = [
     {
@@ -104,7 +111,10 @@ class RunPodFake:
     # A new pod shows in GET /v2/pods only this long (on ``clock``) after its create: eventual consistency.
     listing_lag: float = 0.0
     visible_at: dict[str, float] = field(default_factory=dict)  # pod id -> when the listing shows it
+    resume_no_gpu_rate: float = 0.0  # share of starts that find the host's GPUs taken (seeded)
+    gpu_taken: set[str] = field(default_factory=set)  # stopped pods whose GPUs someone else took
     _rng: random.Random = field(default_factory=lambda: random.Random(42))
+    _resume_rng: random.Random = field(default_factory=lambda: random.Random(7))
 
     # ---- controls used by tests ------------------------------------------------------------------
     def reset(self) -> None:
@@ -116,6 +126,9 @@ class RunPodFake:
         self.capacity_failures = 0
         self.lost_creates = 0
         self.quota, self._quota_window = None, None
+        self.resume_no_gpu_rate = 0.0
+        self.gpu_taken.clear()
+        self._resume_rng = random.Random(7)
 
     @property
     def calls(self) -> int:
@@ -148,6 +161,10 @@ class RunPodFake:
         pod = self.pods[pod_id]
         pod["status"], pod["cost"], pod["runtime"] = "EXITED", 0.0, None
 
+    def take_gpu(self, pod_id: str) -> None:
+        """Someone rents the GPUs a stopped pod held: its next start is refused."""
+        self.gpu_taken.add(pod_id)
+
     def add_foreign(self, name: str = "someone-elses-box") -> str:
         pod = self._new_pod(name, "nginx:latest", {"id": "NVIDIA L40S", "count": 1}, "SECURE", None, {}, ["80/http"])
         return str(pod["id"])
@@ -161,6 +178,8 @@ class RunPodFake:
             routes=[
                 Route("/v2/pods", self._pods, methods=["GET", "POST"]),
                 Route("/v2/pods/{pod_id}", self._pod, methods=["GET", "DELETE"]),
+                Route("/v2/pods/{pod_id}/stop", self._stop, methods=["POST"]),
+                Route("/v2/pods/{pod_id}/start", self._start, methods=["POST"]),
                 Route("/graphql", self._graphql, methods=["POST"]),
             ]
         )
@@ -297,6 +316,33 @@ class RunPodFake:
             pod["status"] = "TERMINATED"
             del self.pods[pod["id"]]
             return Response(status_code=204)
+        return JSONResponse(self._public(pod))
+
+    async def _stop(self, request: Request) -> Response:
+        if (early := await self._gate(request)) is not None:
+            return early
+        pod = self.pods.get(request.path_params["pod_id"])
+        if pod is None:
+            return _problem(404, "Not Found", "pod not found")
+        if pod["status"] != "EXITED":
+            pod["status"], pod["runtime"] = "EXITED", None
+            pod["cost"] = round(pod["disk"] * STORAGE_PER_GB_HOUR, 6)  # the volume, not the GPU
+        return JSONResponse(self._public(pod))
+
+    async def _start(self, request: Request) -> Response:
+        if (early := await self._gate(request)) is not None:
+            return early
+        pod = self.pods.get(request.path_params["pod_id"])
+        if pod is None:
+            return _problem(404, "Not Found", "pod not found")
+        if pod["status"] == "EXITED":
+            taken = pod["id"] in self.gpu_taken or (
+                self.resume_no_gpu_rate > 0 and self._resume_rng.random() < self.resume_no_gpu_rate
+            )
+            if taken or not self._has_room(pod["gpu"]["id"]):
+                return _problem(400, "Bad Request", NO_GPUS_TO_START)
+            gpu_type = next(g for g in GPU_TYPES if g["id"] == pod["gpu"]["id"])
+            pod["status"], pod["cost"] = "PROVISIONING", round(gpu_type["securePrice"] * pod["gpu"]["count"], 4)
         return JSONResponse(self._public(pod))
 
     async def _graphql(self, request: Request) -> Response:

@@ -10,6 +10,13 @@ text ("API requests too frequent") without a Retry-After header, as Vast documen
 ``Authorization: Bearer`` (or the older ``?api_key=`` query parameter, which is logged so tests can assert
 the adapter never uses it).
 
+Stop and start are ``PUT /api/v0/instances/{id}/`` with ``{"state": "stopped" | "running"}`` (what the
+CLI's ``stop instance`` / ``start instance`` send), answering ``{"success": true}``. A stopped instance
+bills its disk, not the GPU ("show instances"), and releases the GPU: the machine can be rented by
+someone else meanwhile. A start then still answers success, but the instance stays in "scheduling" until
+the GPU is free ("start instance": "subject to resource availability on the machine"); ``take_gpu`` or a
+share ``resume_no_gpu_rate`` of starts (seeded) makes it so.
+
 What the docs leave open and this fake assumes: an outbid interruptible instance shows
 ``actual_status: stopped`` with ``intended_status: running`` and a ``status_msg`` naming the outbid.
 """
@@ -20,6 +27,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import random
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -101,6 +109,8 @@ class VastFake:
     # A new rental shows in the instance lists only this long (on ``clock``) after it: eventual consistency.
     listing_lag: float = 0.0
     visible_at: dict[int, float] = field(default_factory=dict)  # instance id -> when the lists show it
+    resume_no_gpu_rate: float = 0.0  # share of starts that find the machine's GPU rented meanwhile (seeded)
+    _resume_rng: random.Random = field(default_factory=lambda: random.Random(7))
     _next_id: int = 30_000_000
 
     # ---- controls used by tests ------------------------------------------------------------------
@@ -120,6 +130,8 @@ class VastFake:
         self.gone_asks = 0
         self.lost_rents = 0
         self.queries.clear()
+        self.resume_no_gpu_rate = 0.0
+        self._resume_rng = random.Random(7)
 
     @property
     def calls(self) -> int:
@@ -141,6 +153,11 @@ class VastFake:
     def outbid(self, instance_id: str) -> None:
         row = self.instances[int(instance_id)]
         row.update(actual_status="stopped", cur_state="stopped", status_msg="Instance stopped: outbid", ports={})
+
+    def take_gpu(self, instance_id: str) -> None:
+        """Someone rents the machine a stopped instance of ours sits on."""
+        ask = self.instances[int(instance_id)]["_ask"]
+        next(m for m in self.machines if m["id"] == ask)["rented"] = True
 
     def set_raw_status(self, instance_id: str, raw: str) -> None:
         self.instances[int(instance_id)]["actual_status"] = raw
@@ -171,7 +188,7 @@ class VastFake:
                 Route("/api/v0/asks/{ask_id:int}/", self._rent, methods=["PUT"]),
                 Route("/api/v1/instances/", self._list_v1, methods=["GET"]),
                 Route("/api/v0/instances/", self._list_v0, methods=["GET"]),
-                Route("/api/v0/instances/{instance_id}/", self._instance, methods=["GET", "DELETE"]),
+                Route("/api/v0/instances/{instance_id}/", self._instance, methods=["GET", "DELETE", "PUT"]),
             ]
         )
 
@@ -278,11 +295,32 @@ class VastFake:
             return JSONResponse({"instances": self._public(row) if row else None})
         if row is None:
             return _error(404, "no_such_instance", f"Instance {raw} not found.")
+        if request.method == "PUT":
+            return self._set_state(row, await request.json())
         del self.instances[row["id"]]
         for machine in self.machines:
             if machine["id"] == row["_ask"]:
                 machine["rented"] = False
         return JSONResponse({"success": True, "msg": "Instance destroyed successfully"})
+
+    def _set_state(self, row: dict[str, Any], body: dict[str, Any]) -> Response:
+        state = body.get("state")
+        if state not in ("stopped", "running") or set(body) - {"state", "label"}:
+            return _error(400, "invalid_args", "state must be 'stopped' or 'running'")
+        machine = next(m for m in self.machines if m["id"] == row["_ask"])
+        if state == "stopped" and row["intended_status"] != "stopped":
+            row.update(actual_status="stopped", intended_status="stopped", cur_state="stopped", next_state="stopped")
+            row.update(public_ipaddr=None, ports={}, status_msg="stopped")
+            machine["rented"] = False  # the GPU is free for anyone; the disk stays (and bills)
+        elif state == "running" and row["intended_status"] == "stopped":
+            row.update(intended_status="running", next_state="running")
+            lost = self.resume_no_gpu_rate > 0 and self._resume_rng.random() < self.resume_no_gpu_rate
+            if machine["rented"] or lost:
+                row.update(actual_status="scheduling", cur_state="stopped", status_msg=None)  # waits for the GPU
+            else:
+                machine["rented"] = True
+                row.update(actual_status="loading", cur_state="running", status_msg=None)
+        return JSONResponse({"success": True})
 
     # ---- internals -------------------------------------------------------------------------------
     def _new_instance(self, machine: dict[str, Any], body: dict[str, Any], price: Any) -> dict[str, Any]:

@@ -279,7 +279,7 @@ def _offer_fields(offer: Offer) -> dict[str, Any]:
         ("running", "", InstanceStatus.RUNNING),
         ("shutting-down", "", InstanceStatus.STOPPING),
         ("stopping", "", InstanceStatus.STOPPING),
-        ("stopped", "Client.UserInitiatedShutdown", InstanceStatus.STOPPING),
+        ("stopped", "Client.UserInitiatedShutdown", InstanceStatus.STOPPED),
         ("terminated", "Client.UserInitiatedShutdown", InstanceStatus.TERMINATED),
         ("terminated", "Server.SpotInstanceTermination", InstanceStatus.PREEMPTED),
         ("shutting-down", "Server.SpotInstanceTermination", InstanceStatus.PREEMPTED),

@@ -15,6 +15,7 @@ from scalectl.providers.errors import (
     CreateUnconfirmed,
     InsufficientCapacity,
     InvalidRequest,
+    NotSupported,
     QuotaExceeded,
     RateLimited,
     Transient,
@@ -182,10 +183,11 @@ async def test_preempted_interruptible_pod_reads_preempted(rp: RunPodProvider, f
     assert got.status is InstanceStatus.PREEMPTED and got.raw_status == "EXITED"
 
 
-async def test_exited_on_demand_pod_is_unknown_not_gone(rp: RunPodProvider, fake: RunPodFake) -> None:
+async def test_exited_on_demand_pod_is_stopped_not_gone(rp: RunPodProvider, fake: RunPodFake) -> None:
     created = await rp.create(spec("sct-exit-1", await offer(rp, Capacity.ON_DEMAND), Capacity.ON_DEMAND))
     fake.set_raw_status(created.provider_id, "EXITED")
-    assert (await rp.get(created.provider_id)).status is InstanceStatus.UNKNOWN
+    got = await rp.get(created.provider_id)
+    assert got.status is InstanceStatus.STOPPED and not got.status.is_gone
 
 
 @pytest.mark.parametrize(
@@ -390,3 +392,32 @@ async def test_list_returns_ours_among_2000_stopped_pods(fake: RunPodFake, rp: R
     fake.seed_old(2_000)
     created = await rp.create(spec("sct-many-0001", await offer(rp, Capacity.ON_DEMAND), Capacity.ON_DEMAND))
     assert [i.provider_id for i in await rp.list("sct-many-")] == [created.provider_id]
+
+
+async def test_starts_find_the_gpus_taken_at_the_fake_s_rate_with_runpod_s_message(
+    rp: RunPodProvider, fake: RunPodFake
+) -> None:
+    created = await rp.create(spec("sct-resume-1", await offer(rp, Capacity.ON_DEMAND), Capacity.ON_DEMAND))
+    fake.make_running(created.provider_id)
+    fake.resume_no_gpu_rate = 0.25
+    refused = 0
+    for _ in range(40):
+        await rp.stop(created.provider_id)
+        assert fake.pods[created.provider_id]["status"] == "EXITED"
+        try:
+            await rp.start(created.provider_id)
+        except InsufficientCapacity as exc:
+            refused += 1
+            assert "not enough free GPUs" in str(exc)
+            assert (await rp.get(created.provider_id)).status is InstanceStatus.STOPPED
+        else:
+            fake.make_running(created.provider_id)
+    assert 4 <= refused <= 18  # 25% of 40, seeded
+
+
+async def test_interruptible_pods_are_not_stopped(rp: RunPodProvider, fake: RunPodFake) -> None:
+    created = await rp.create(spec("sct-nostop-1", await offer(rp, Capacity.SPOT), Capacity.SPOT))
+    fake.make_running(created.provider_id)
+    with pytest.raises(NotSupported):
+        await rp.stop(created.provider_id)
+    assert not [c for c in fake.log if c[1].endswith("/stop")]

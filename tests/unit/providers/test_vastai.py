@@ -223,7 +223,8 @@ async def test_outbid_interruptible_instance_is_preempted(vast: VastAIProvider, 
         ("loading", InstanceStatus.PENDING),
         ("running", InstanceStatus.RUNNING),
         ("exited", InstanceStatus.FAILED),
-        ("stopped", InstanceStatus.UNKNOWN),
+        ("stopped", InstanceStatus.UNKNOWN),  # stopped while intended to run: not documented
+        ("scheduling", InstanceStatus.PENDING),  # a start waiting for its machine's GPUs
         ("offline", InstanceStatus.UNKNOWN),
         ("frozen", InstanceStatus.UNKNOWN),
     ],
@@ -234,6 +235,18 @@ async def test_on_demand_status_table(
     created = await vast.create(spec("sct-st-1", await cheapest(vast, Capacity.ON_DEMAND), Capacity.ON_DEMAND))
     fake.instances[int(created.provider_id)]["actual_status"] = actual
     assert (await vast.get(created.provider_id)).status is expected
+
+
+@pytest.mark.parametrize("capacity", [Capacity.ON_DEMAND, Capacity.SPOT])
+async def test_an_instance_stopped_on_request_is_stopped_not_preempted(
+    vast: VastAIProvider, fake: VastFake, capacity: Capacity
+) -> None:
+    created = await vast.create(spec("sct-stop-1", await cheapest(vast, capacity), capacity))
+    fake.make_running(created.provider_id)
+    await vast.stop(created.provider_id)
+    row = fake.instances[int(created.provider_id)]
+    assert (row["actual_status"], row["intended_status"]) == ("stopped", "stopped")
+    assert (await vast.get(created.provider_id)).status is InstanceStatus.STOPPED
 
 
 async def test_running_instance_has_its_mapped_port(vast: VastAIProvider, fake: VastFake) -> None:
@@ -370,3 +383,18 @@ async def test_list_pages_are_spaced_by_the_threshold_vast_names_in_its_429(fake
         assert fake.calls - first == 5  # paced from the start: no 429
     finally:
         await provider.aclose()
+
+
+async def test_starts_wait_in_scheduling_at_the_fake_s_rate(vast: VastAIProvider, fake: VastFake) -> None:
+    created = await vast.create(spec("sct-resume-1", await cheapest(vast, Capacity.ON_DEMAND), Capacity.ON_DEMAND))
+    fake.make_running(created.provider_id)
+    fake.resume_no_gpu_rate = 0.25
+    stalled = 0
+    for _ in range(40):
+        await vast.stop(created.provider_id)
+        await vast.start(created.provider_id)  # answers success either way, as Vast.ai does
+        got = await vast.get(created.provider_id)
+        assert got.status is InstanceStatus.PENDING
+        stalled += got.raw_status.startswith("scheduling")
+        fake.make_running(created.provider_id)
+    assert 4 <= stalled <= 18  # 25% of 40, seeded
