@@ -29,12 +29,13 @@ class SimInstance:
     capacity: str
     price_per_hour: float
     created_at: float
-    ready_at: float
+    ready_at: float  # the machine is up: the cloud reports it running
     status: str = "pending"
     ended_at: float | None = None
     notice_at: float | None = None
     preempt_at: float | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    serving_at: float | None = None  # its server answers (None: once running; a boot drawn in parts sets it)
 
 
 def pool_of(gpu: str, region: str, capacity: Capacity | str) -> str:
