@@ -116,7 +116,10 @@ RATIO_LABEL = {
     "oracle": "oracle", "clairvoyant": "clairv.", "static": "static", "reactive": "reactive", "skyserve": "SkyServe",
 }  # fmt: skip
 BOUNDS = ("oracle", "clairvoyant")  # what every run's cost is divided by
-RUN_LABEL = {"ours": "ours", "static": "static", "reactive": "reactive (KEDA/HPA)", "skyserve": "SkyServe-style"}
+RUN_LABEL = {
+    "ours": "ours", "static": "static", "reactive": "reactive (KEDA/HPA)", "skyserve": "SkyServe-style",
+    "clairvoyant": "clairvoyant",
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
