@@ -139,3 +139,27 @@ def boot_summary(boots: Boots, tiers: Mapping[str, object]) -> dict[str, dict[st
             entry["drawn_mean_s"] = sum(p.total for p in drawn) / len(drawn)
         out[name] = entry
     return out
+
+
+def timeout_warnings(boots: Boots, config: FleetConfig, tiers: Mapping[str, object]) -> list[str]:
+    """A tier whose boots often outlast its own timeouts: the reconciler replaces them before they serve
+    (``launch_timeout`` until the machine runs, ``bootstrap_timeout`` until the server answers)."""
+    lines = []
+    for name in tiers:
+        model = boots.tier(name).model
+        if model is None:
+            continue
+        spec = config.tiers[name]
+        (p95,) = model.quantiles(0.95)
+        if p95 > spec.bootstrap_timeout:
+            lines.append(
+                f"tier {name}: its boot's p95 ({p95 / 60:.1f} min, {model.path} path) is past its bootstrap_timeout "
+                f"({spec.bootstrap_timeout / 60:g} min): such boots are replaced before they serve; raise "
+                "bootstrap_timeout, or cache the image and weights (cloud.boot.path: cached)"
+            )
+        if model.provision.high > spec.launch_timeout:
+            lines.append(
+                f"tier {name}: provisioning can take {model.provision.high / 60:g} min, past its launch_timeout "
+                f"({spec.launch_timeout / 60:g} min): raise launch_timeout"
+            )
+    return lines

@@ -8,9 +8,9 @@ and draining sets, and the fleet model serves the tick's traffic. No decision lo
 
 Before the workload starts, the controller runs a warm-up that is not in the report (neither its cost nor
 its requests). With ``warmup: steady`` (the default) it serves the workload's opening traffic for the
-longest provisioning delay and 15 minutes (``workloads/opening.py``), so each tier opens sized for it,
+longest boot the run can draw and 15 minutes (``workloads/opening.py``), so each tier opens sized for it,
 with its signals and its policy's state primed, as a fleet that has been running would; the baselines
-run the same warm-up. With ``warmup: cold`` it runs the longest provisioning delay and two ticks with no
+run the same warm-up. With ``warmup: cold`` it runs the longest boot the run can draw and two ticks with no
 traffic, so each tier opens at what its policy holds at idle, and the baselines open at their floors.
 """
 
@@ -48,7 +48,7 @@ from scalectl.simulator.baselines import (
     part_label,
     run_baselines,
 )
-from scalectl.simulator.boots import BootInputError, Boots, boot_summary
+from scalectl.simulator.boots import BootInputError, Boots, boot_summary, timeout_warnings
 from scalectl.simulator.cloud_events import CloudEvents
 from scalectl.simulator.context_limit import context_warnings
 from scalectl.simulator.fleet import Fleet, TierModel, tier_models
@@ -209,6 +209,7 @@ def simulate(
     maxes = {name: config.tiers[name].max for name in workload.tiers}
     result.report.warnings = before + result.report.bound_warnings(maxes)
     result.report.warnings += result.report.reach_warnings(opts.slo_goal)
+    result.report.warnings += timeout_warnings(boots, config, workload.tiers)
     return result
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from scalectl.clocks import FakeClock
 from scalectl.providers.base import Capacity, GpuRequest, InstanceStatus, LaunchSpec
-from scalectl.simulator.boots import Boots
+from scalectl.simulator.boots import Boots, timeout_warnings
 from scalectl.simulator.controller_run import RunOptions, SimulationInputError, simulate
 from scalectl.simulator.sim_cloud import PhasedSimulatedCloud, simulation_cloud
 from scalectl.simulator.workloads.spec import WorkloadError, parse_workload
@@ -123,3 +123,12 @@ def test_a_run_records_each_boot_in_its_phases() -> None:
     summary = result.report.boots["chat"]
     assert summary["path"] == "cached" and summary["drawn"] == 1
     assert summary["p50_s"] < summary["p95_s"]
+
+
+def test_boots_past_a_tiers_timeouts_are_a_warning() -> None:
+    config = parse_config(TIERS, "tiers.yaml")
+    cold = Boots.of(config, ["chat", "big"], parse_workload(LOAD).cloud)
+    (line,) = timeout_warnings(cold, config, {"chat": None, "big": None})
+    assert line.startswith("tier big: its boot's p95 (24.1 min, cold path) is past its bootstrap_timeout (15 min)")
+    cached = Boots.of(config, ["chat", "big"], parse_workload(LOAD + "cloud: {boot: {path: cached}}").cloud)
+    assert timeout_warnings(cached, config, {"chat": None, "big": None}) == []
