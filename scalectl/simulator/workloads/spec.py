@@ -278,15 +278,16 @@ class CloudSpec(_Strict):
             raise ValueError(f"expected [min, max] with min <= max, got {list(value)}")
         return value
 
-    @model_validator(mode="before")
-    @classmethod
-    def _delay_or_boot(cls, data: Any) -> Any:
-        if isinstance(data, Mapping) and data.get("provision_delay") is not None and data.get("boot") is not None:
+    @model_validator(mode="after")
+    def _delay_or_boot(self) -> CloudSpec:
+        # A boot other than the default next to provision_delay would be ignored: refuse it. (Not "boot given":
+        # a dumped and revalidated spec carries its default boot.)
+        if self.provision_delay is not None and self.boot != BootSpec.model_validate({}):
             raise ValueError(
                 "`provision_delay` replaces the boot model that `boot` configures; remove one of them "
                 '(docs/simulator.md, "What a boot is made of")'
             )
-        return data
+        return self
 
     @field_validator("capacity", mode="before")
     @classmethod
