@@ -116,9 +116,9 @@ def test_a_run_records_each_boot_in_its_phases() -> None:
     w = parse_workload("duration: 10m\n" + LOAD + "cloud: {boot: {path: cached}}\n")
     result = simulate(parse_config(tiers, "t.yaml"), tiers, w, options=RunOptions(baselines=False))
     assert result.store is not None
-    ready = [e for e in result.store.events(limit=100) if e.kind == "ready"]
+    ready = [e for e in result.store.records.events(limit=100) if e.kind == "ready"]
     assert ready and all("create→running" in e.message and "running→serving" in e.message for e in ready)
-    (row,) = [r for r in result.store.instances(include_ended=True, limit=100) if r.tier == "chat"]
+    (row,) = [r for r in result.store.reads.instances(include_ended=True, limit=100) if r.tier == "chat"]
     assert row.running_at is not None and row.ready_at is not None and row.ready_at > row.running_at
     summary = result.report.boots["chat"]
     assert summary["path"] == "cached" and summary["drawn"] == 1

@@ -27,6 +27,7 @@ STEP = """
 seed: 3
 start: 2026-03-16T06:00:00+00:00
 duration: 40m
+warmup: cold                   # opens on the oracle's first-minute fleet, as the clairvoyant does
 tiers:
   agents:
     kind: sessions

@@ -33,6 +33,7 @@ tiers:
     input_tokens: {mean: 1500, cv: 0.6, max: 3000}  # prompt + output within max_model_len (4,096): none refused
     output_tokens: {mean: 250, cv: 0.6, max: 1000}
     ttft_target: 500ms
+cloud: {provision_delay: [2m, 5m]}   # the opening it measures is sized for a boot of at most 5 minutes
 """
 
 
