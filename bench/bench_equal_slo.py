@@ -34,6 +34,7 @@ from scalectl.simulator.baselines import (
     run_counts,
     skyserve_policy,
 )
+from scalectl.simulator.boots import Boots
 from scalectl.simulator.controller_run import RunOptions, simulate
 from scalectl.simulator.fleet import TierModel, tier_models
 from scalectl.simulator.report import outcomes
@@ -57,7 +58,15 @@ def peer_runner(peer: str, workload: Workload, models: Mapping[str, TierModel], 
             decide.tiers = {n: dataclasses.replace(t, target=t.target * factor) for n, t in decide.tiers.items()}
             poll = cfg.poll_s
         floors = {name: spec.min_replicas for name, spec in decide.tiers.items()}
-        fleet = run_counts(workload, models, decide, cfg, poll_s=poll, initial=floors, delay_s=cfg.provisioning_delay_s)
+        fleet = run_counts(
+            workload,
+            models,
+            decide,
+            cfg,
+            poll_s=poll,
+            initial=floors,
+            delay_s={name: cfg.delay_of(name) for name in models},
+        )
         (out,) = outcomes(fleet, workload.duration).values()
         return out.cost, out.slo_attainment
 
@@ -115,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{args.scenario} {workload.duration / 3600:g} h, tier {tier}: ours {100 * target:.2f}% SLO at "
           f"${our.cost:,.0f} ({time.perf_counter() - started:.0f} s)")  # fmt: skip
     low, high = config.tiers[tier].min, config.tiers[tier].max
-    cfg = BaselineSettings(provisioning_delay_s=sum(workload.cloud.provision_delay) / 2, bounds={tier: (low, high)})
+    boots = Boots.of(config, [tier], workload.cloud).tiers()  # the run's boot model (or provision_delay)
+    cfg = BaselineSettings(boots=boots, bounds={tier: (low, high)})
     for peer in args.peers.split(","):
         run = peer_runner(peer, workload, serving, cfg)
         best: tuple[float, float, float | None] | None = None  # (factor, cost, SLO) of the best SLO seen

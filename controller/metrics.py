@@ -81,6 +81,8 @@ PROVIDER_OUTCOMES = ("ok", "error")
 # What became of a request at the activator (serving/activator): handed to an instance, or why not.
 ACTIVATOR_OUTCOMES = ("proxied", "full", "timed_out", "client_gone", "upstream_error", "too_large", "standby")
 DURATION_BUCKETS = (30, 60, 120, 180, 300, 600, 900, 1200, 1800, 3600)  # seconds: a boot takes 2–5 min
+BOOT_PHASES = ("provisioning", "bootstrapping")  # Instance.boot_phases
+PHASE_BUCKETS = (10, 20, 30, 60, 120, 180, 300, 600, 900, 1200, 1800)  # seconds: a phase can take seconds
 
 
 class DaemonMetrics:
@@ -162,6 +164,14 @@ class DaemonMetrics:
             "From the launch intent to a ready (serving) instance",
             ["tier"],
             buckets=DURATION_BUCKETS,
+            registry=r,
+        )
+        self.boot_phase = Histogram(
+            "scalectl_boot_phase_seconds",
+            "One phase of a boot: provisioning (launch intent to the provider reporting it running), "
+            "bootstrapping (running to a serving server; not observed where running means serving)",
+            ["tier", "phase"],
+            buckets=PHASE_BUCKETS,
             registry=r,
         )
         self.drain_duration = Histogram(
@@ -256,6 +266,8 @@ class DaemonMetrics:
             for outcome in ACTIVATOR_OUTCOMES:
                 self.activator_requests.labels(tier, outcome)
             self.launch_to_ready.labels(tier)
+            for phase in BOOT_PHASES:
+                self.boot_phase.labels(tier, phase)
             self.drain_duration.labels(tier)
             self.activator_hold.labels(tier)
         for provider in providers:

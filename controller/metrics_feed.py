@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 
 from scalectl.controller.metrics import INSTANCE_STATES, SIGNAL_METRIC_NAMES, SIGNALS, TTFT_HELD, DaemonMetrics
 from scalectl.controller.reconciler.loop import TickReport
+from scalectl.controller.store.instances import to_entity
 from scalectl.controller.store.models import EventRecord, InstanceRecord
 from scalectl.controller.store.repository import Store
 from scalectl.controller.views.status import fleet_status
@@ -208,6 +209,9 @@ class MetricsFeed:
             return
         if event.kind == "ready" and row.ready_at is not None:
             m.launch_to_ready.labels(tier).observe(max(0.0, row.ready_at - row.created_at))
+            for phase, seconds in to_entity(row).boot_phases().items():
+                if seconds is not None:  # unknown is not observed as zero
+                    m.boot_phase.labels(tier, phase).observe(seconds)
         if event.kind in ENDING_KINDS and row.drain_started_at is not None and row.ended_at is not None:
             m.drain_duration.labels(tier).observe(max(0.0, row.ended_at - row.drain_started_at))
 

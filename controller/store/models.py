@@ -79,6 +79,7 @@ class InstanceRecord(Base):
     next_attempt_at: Mapped[float | None] = mapped_column(Float, nullable=True)
     cost: Mapped[float] = mapped_column(Float, default=0.0)  # $ accounted when the row closes
     server_hash: Mapped[str | None] = mapped_column(String(16), nullable=True)  # the server it was launched with
+    running_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # the provider first reported it running
 
     __table_args__ = (Index("ix_instances_provider_id", "provider", "provider_id"),)
 

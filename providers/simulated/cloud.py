@@ -37,6 +37,8 @@ from scalectl.sizing.server import ServerDescription
 _STATUS = {s.value: s for s in InstanceStatus if s is not InstanceStatus.UNKNOWN}
 
 DrawsFor = Callable[[str], random.Random]  # instance key -> the random stream its delays are drawn from
+# (launch, the instance's random stream) -> seconds from create until (the machine is up, its server answers)
+BootFor = Callable[[LaunchSpec, random.Random], tuple[float, float]]
 AddressOf = Callable[[str], "str | None"]  # provider id -> the address an instance answers on
 
 
@@ -45,7 +47,8 @@ class SimulatedCloud:
 
     ``draws`` replaces the default per-key random stream (a run that needs the same delays whatever keys
     the controller picks draws them in creation order); ``address_of`` gives instances an address (by
-    default nothing listens, so they have none).
+    default nothing listens, so they have none); ``boot`` replaces the uniform provisioning delay with a
+    boot in two phases, machine up then server answering (``serving`` tells which instances answer).
     """
 
     # Nothing boots: a simulated machine serves once it is running. Notices show on get/list.
@@ -75,11 +78,13 @@ class SimulatedCloud:
         *,
         draws: DrawsFor | None = None,
         address_of: AddressOf | None = None,
+        boot: BootFor | None = None,
         **overrides: Any,
     ):
         if clock is None:
             raise ValueError("SimulatedCloud needs a clock")
         self._draws_for = draws
+        self._boot = boot
         self._address_of = address_of
         self.name = config.name if config else "simulated"
         options = dict(config.options) if config else {}
@@ -132,6 +137,14 @@ class SimulatedCloud:
         )
         self._save()
         return pid
+
+    def serving(self, provider_id: str) -> bool:
+        """Whether the instance's server answers: running, and past its drawn serving time if it has one."""
+        self._advance()
+        inst = self.fleet.live.get(provider_id)
+        if inst is None or inst.status != "running":
+            return False
+        return inst.serving_at is None or self.clock.now() >= inst.serving_at
 
     def running_by_tier(self) -> dict[str, int]:
         """Instances up and serving, per tier (what a load model needs to know)."""
@@ -258,6 +271,12 @@ class SimulatedCloud:
         now = self.clock.now()
         rng = self._rng(spec.key)
         offer = spec.offer
+        if self._boot is not None:
+            up, serving = self._boot(spec, rng)
+            ready_at, serving_at = now + up, now + max(up, serving)
+        else:
+            ready_at = now + rng.uniform(self.options.provision_delay_min, self.options.provision_delay_max)
+            serving_at = None
         inst = SimInstance(
             provider_id=self.fleet.new_id(),
             key=spec.key,
@@ -269,9 +288,10 @@ class SimulatedCloud:
             capacity=spec.capacity.value,
             price_per_hour=price,
             created_at=now,
-            ready_at=now + rng.uniform(self.options.provision_delay_min, self.options.provision_delay_max),
+            ready_at=ready_at,
             tags=dict(spec.tags),
             storage_per_hour=self.options.storage_per_hour,
+            serving_at=serving_at,
         )
         rate = self.options.spot_interruptions_per_hour
         if spec.capacity is Capacity.SPOT and rate > 0:

@@ -29,7 +29,7 @@ class SimInstance:
     capacity: str
     price_per_hour: float
     created_at: float
-    ready_at: float
+    ready_at: float  # the machine is up: the cloud reports it running
     status: str = "pending"
     ended_at: float | None = None
     notice_at: float | None = None
@@ -42,6 +42,8 @@ class SimInstance:
     @property
     def holds_gpu(self) -> bool:
         return self.status != "stopped"
+
+    serving_at: float | None = None  # its server answers (None: once running; a boot drawn in parts sets it)
 
 
 def pool_of(gpu: str, region: str, capacity: Capacity | str) -> str:

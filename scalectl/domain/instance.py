@@ -90,6 +90,30 @@ class Instance:
     next_attempt_at: float | None = None
     cost: float = 0.0  # $ accounted when the instance ends
     server_hash: str | None = None  # the server description it was launched with (None: adopted from before)
+    running_at: float | None = None  # the provider first reported the machine running
+
+    # ---- boot phases -----------------------------------------------------------------------------
+    def boot_phases(self) -> dict[str, float | None]:
+        """Seconds from the launch intent to the machine running (``provisioning``) and from running to a
+        serving server (``bootstrapping``); None where not (yet) seen. A provider whose running means serving
+        shows no separate bootstrapping phase: unknown, not zero."""
+        provisioning = None if self.running_at is None else max(0.0, self.running_at - self.created_at)
+        bootstrapping = None
+        if self.running_at is not None and self.ready_at is not None and self.ready_at > self.running_at:
+            bootstrapping = self.ready_at - self.running_at
+        return {"provisioning": provisioning, "bootstrapping": bootstrapping}
+
+    def _ready_message(self, reason: str, through_bootstrapping: bool) -> str:
+        phases = self.boot_phases()
+        total = None if self.ready_at is None else max(0.0, self.ready_at - self.created_at)
+        parts = [f"create→serving {total:.0f}s"] if total is not None else []
+        if phases["provisioning"] is not None:
+            parts.append(f"create→running {phases['provisioning']:.0f}s")
+        if through_bootstrapping and phases["bootstrapping"] is not None:
+            parts.append(f"running→serving {phases['bootstrapping']:.0f}s")
+        elif not through_bootstrapping:
+            parts.append("running→serving not seen (the provider's running means serving)")
+        return f"{reason} ({'; '.join(parts)})" if parts else reason
 
     # ---- facts -----------------------------------------------------------------------------------
     @property
@@ -105,11 +129,16 @@ class Instance:
 
     # ---- transitions -----------------------------------------------------------------------------
     def move(self, state: InstanceState, now: float, reason: str, event: str | None) -> InstanceEvent | None:
-        """Any state change (or a reason update when ``state`` is the current one)."""
+        """Any state change (or a reason update when ``state`` is the current one). The ready event carries
+        the boot's phases."""
+        message = reason
+        if state in (InstanceState.BOOTSTRAPPING, InstanceState.READY) and self.running_at is None:
+            self.running_at = now  # the provider reports it running (for some providers that is serving)
         if state is InstanceState.READY and self.ready_at is None:
             self.ready_at = now
+            message = self._ready_message(reason, self.state is InstanceState.BOOTSTRAPPING)
         self.state, self.reason, self.updated_at = state, reason, now
-        return self._event(now, event, reason) if event else None
+        return self._event(now, event, message) if event else None
 
     def adopt(
         self, provider_id: str, now: float, *, created_at: float | None, address: str | None, price: float | None

@@ -14,11 +14,17 @@
 * oracle: a lower bound on cost — every minute the fewest instances at which the SLO the report scores holds
   (``slo_goal`` of requests with TTFT within the target) for that minute's load, with no provisioning delay
   and perfect packing (batch: task-seconds / concurrency); open-loop traffic is measured minute by minute
-  on the fleet model (``scalectl.simulator.measured_oracle``), closed-loop sessions over one instance's capacity.
+  on the fleet model (``scalectl.simulator.measured_oracle``), closed-loop sessions over one instance's capacity;
+* clairvoyant: the oracle's fleet launched a boot ahead, paying every boot it needs (the honest limit of
+  any online policy; ``scalectl.simulator.clairvoyant``).
+
+Every driven baseline's new instances take the tier's mean boot (``BaselineSettings.boots``: the run's boot
+model, or the midpoint of the workload's ``provision_delay``).
 """
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,7 +34,9 @@ import numpy as np
 
 from scalectl.policies.types import Signals
 from scalectl.simulator.baseline_policies import Hpa, HpaTier, SkyServe, SkyServeTier
+from scalectl.simulator.boots import TierBoot
 from scalectl.simulator.capacity import capacity_for
+from scalectl.simulator.clairvoyant import clairvoyant_plan
 from scalectl.simulator.fleet import Fleet, TierModel
 from scalectl.simulator.measured_oracle import MinuteOutcome, measured_need
 from scalectl.simulator.report import BaselineOutcome, outcomes
@@ -63,6 +71,25 @@ class BaselineSettings:
     # tier -> drain_timeout from the tiers file: a retired instance is billed until what it runs ends, at most
     # this long (the reconciler's drain); the tiers file's default where a tier has none here
     drain_timeout_s: Mapping[str, float] = field(default_factory=dict)
+    # tier -> its boot (the run's boot model at its first provider); ``provisioning_delay_s``, fixed, elsewhere
+    boots: Mapping[str, TierBoot] = field(default_factory=dict)
+    warmup_boot_s: float | None = None  # the longest boot any instance of the run can draw (every provider)
+
+    def boot_of(self, tier: str) -> TierBoot:
+        found = self.boots.get(tier)
+        if found is not None:
+            return found
+        return TierBoot(None, (self.provisioning_delay_s, self.provisioning_delay_s))
+
+    def longest_boot_s(self) -> float:
+        """The longest boot of the run (the steady warm-up's length, the controller's own when it set it)."""
+        if self.warmup_boot_s is not None:
+            return self.warmup_boot_s
+        return max((boot.longest_s() for boot in self.boots.values()), default=self.provisioning_delay_s)
+
+    def delay_of(self, tier: str) -> float:
+        """A driven baseline's provisioning delay for the tier: its mean boot."""
+        return self.boot_of(tier).mean_s()
 
     def bounds_of(self, tier: str, floor: int) -> tuple[int, int]:
         low, high = self.bounds.get(tier, (0, self.max_instances))
@@ -116,18 +143,49 @@ def _timeline(
     return grid, need, outcome
 
 
+Timeline = tuple[np.ndarray, np.ndarray, MinuteOutcome | None]
+
+
 def oracle(workload: Workload, model: TierModel, slo_goal: float = DEFAULT_SLO_GOAL) -> BaselineOutcome:
+    timeline = None if isinstance(model.load, BatchLoad) else _timeline(workload, model, slo_goal)
+    return _oracle(workload, model, timeline)
+
+
+def _oracle(workload: Workload, model: TierModel, timeline: Timeline | None) -> BaselineOutcome:
+    """The oracle from a serving tier's need timeline (``_timeline``); batch tiers need none."""
     if isinstance(model.load, BatchLoad):  # pays each task's run time, no more: a fractional worker, no peak
         _, run = BatchTasks(model.name, model.load, workload).all_tasks(workload.duration)
         hours = float(run.sum()) / model.load.concurrency / 3600.0
         return BaselineOutcome("oracle", hours * model.price_per_hour, hours * model.gpu_count, None)
-    _, need, measured = _timeline(workload, model, slo_goal)
+    assert timeline is not None
+    _, need, measured = timeline
     hours = float(need.sum()) * NEED_STEP_S / 3600.0
     peak = int(need.max()) if need.shape[0] else 0
     # Measured on open-loop traffic: below the goal where some minutes no fleet size holds (the requests'
     # own tail); closed-loop sessions are sized by a load test, so their oracle's SLO is not measured.
     slo = measured.share() if measured is not None and measured.judged else None
     return BaselineOutcome("oracle", hours * model.price_per_hour, hours * model.gpu_count, slo, peak)
+
+
+def clairvoyant(
+    found: BaselineOutcome, need: np.ndarray, model: TierModel, boot: TierBoot, seed: int
+) -> BaselineOutcome:
+    """The oracle's fleet (``found``, sized by ``need``), each instance launched its boot ahead: the oracle's
+    cost plus every boot (and every gap kept running rather than booted again) at the tier's price. Boots
+    are drawn from the tier's boot model, one seeded stream per tier."""
+    rng = random.Random(f"{seed}:{model.name}:clairvoyant")
+    plan = clairvoyant_plan(need, NEED_STEP_S, lambda: boot.draw_s(rng))
+    hours = plan.extra_s / 3600.0
+    return BaselineOutcome(
+        "clairvoyant",
+        found.cost + hours * model.price_per_hour,
+        found.gpu_hours + hours * model.gpu_count,
+        found.slo_attainment,  # its ready fleet is never below the oracle's
+        int(plan.ready.max(initial=0)),
+        boot_s=plan.boot_s,
+        kept_s=plan.kept_s,
+        launches=plan.launches,
+    )
 
 
 def static_count(workload: Workload, model: TierModel, slo_goal: float = DEFAULT_SLO_GOAL) -> int:
@@ -147,12 +205,14 @@ def run_counts(
     *,
     poll_s: float,
     initial: Mapping[str, int],
-    delay_s: float,
+    delay_s: float | Mapping[str, float],
 ) -> Fleet:
     """Drive the fleet with ``decide(tier, now, signals, current) -> desired`` every ``poll_s``, from
-    ``initial`` instances per tier; a steady start (``warmup: steady``) begins as the controller's does,
-    serving the opening traffic before t = 0, not reported."""
-    warmup = steady_warmup_s(workload, settings.tick_s)
+    ``initial`` instances per tier; a new instance is ready ``delay_s`` later (one figure, or one per tier).
+    A steady start (``warmup: steady``) begins as the controller's does, serving the opening traffic before
+    t = 0, not reported."""
+    delays = delay_s if isinstance(delay_s, Mapping) else dict.fromkeys(models, delay_s)
+    warmup = steady_warmup_s(workload, settings.tick_s, settings.longest_boot_s())
     fleet = Fleet(workload, models, warmup_s=warmup)
     ready: dict[str, list[str]] = {}
     pending: dict[str, deque[tuple[float, str]]] = {name: deque() for name in models}
@@ -189,7 +249,7 @@ def run_counts(
                 desired = max(0, min(settings.max_instances, decide(name, t, fleet.signals(name), current)))
                 while current < desired:
                     counter += 1
-                    queue.append((t + delay_s, f"{name}-{counter}"))
+                    queue.append((t + delays[name], f"{name}-{counter}"))
                     current += 1
                 while current > desired and queue:
                     queue.pop()  # cancel what is still provisioning first
@@ -262,7 +322,7 @@ def run_reactive(workload: Workload, models: Mapping[str, TierModel], settings: 
     floors = {name: spec.min_replicas for name, spec in decide.tiers.items()}
     return run_counts(
         workload, models, decide, settings, poll_s=settings.poll_s, initial=floors,
-        delay_s=settings.provisioning_delay_s,
+        delay_s={name: settings.delay_of(name) for name in models},
     )  # fmt: skip
 
 
@@ -271,7 +331,7 @@ def run_skyserve(workload: Workload, models: Mapping[str, TierModel], settings: 
     floors = {name: spec.min_replicas for name, spec in decide.tiers.items()}
     return run_counts(
         workload, models, decide, settings, poll_s=settings.skyserve_decision_s, initial=floors,
-        delay_s=settings.provisioning_delay_s,
+        delay_s={name: settings.delay_of(name) for name in models},
     )  # fmt: skip
 
 
@@ -280,15 +340,24 @@ BaselinePart = tuple[Callable[..., Baselines], tuple[Any, ...]]
 
 
 def _oracle_and_static(workload: Workload, models: Mapping[str, TierModel], cfg: BaselineSettings) -> Baselines:
-    """The oracle, then the static fleet at the oracle's busiest minute (one need timeline serves both; a
-    batch oracle has no peak, and its static size has a timeline of its own)."""
-    oracles = {name: oracle(workload, model, cfg.slo_goal) for name, model in models.items()}
+    """The oracle, the clairvoyant from its need timeline, then the static fleet at the oracle's busiest
+    minute (one need timeline serves all three; a batch oracle has no peak, and its static size and the
+    clairvoyant's boots come from a timeline of its own)."""
+    oracles: dict[str, BaselineOutcome] = {}
+    seers: dict[str, BaselineOutcome] = {}
+    for name, model in models.items():
+        timeline = None if isinstance(model.load, BatchLoad) else _timeline(workload, model, cfg.slo_goal)
+        oracles[name] = _oracle(workload, model, timeline)
+        need = timeline[1] if timeline is not None else need_timeline(workload, model, cfg.slo_goal)[1]
+        seers[name] = clairvoyant(oracles[name], need, model, cfg.boot_of(name), workload.seed)
     counts = {
         name: max(1, found.peak) if found.peak is not None else static_count(workload, models[name], cfg.slo_goal)
         for name, found in oracles.items()
     }
     static = _outcomes("static", run_static(workload, models, cfg, counts=counts), workload)
-    return {name: {**static.get(name, {}), "oracle": found} for name, found in oracles.items()}
+    return {
+        name: {**static.get(name, {}), "oracle": found, "clairvoyant": seers[name]} for name, found in oracles.items()
+    }
 
 
 def _driven(
@@ -320,7 +389,7 @@ def baseline_parts(
     return parts
 
 
-BASELINE_ORDER = ("static", "reactive", "skyserve", "oracle")
+BASELINE_ORDER = ("static", "reactive", "skyserve", "oracle", "clairvoyant")
 
 
 PART_LABELS = {"reactive": "reactive (KEDA/HPA)", "skyserve": "SkyServe-style"}
@@ -329,11 +398,14 @@ PART_LABELS = {"reactive": "reactive (KEDA/HPA)", "skyserve": "SkyServe-style"}
 def part_label(part: BaselinePart) -> str:
     """What a part of ``baseline_parts`` runs, in the report's words (for a wait to say what it waits for)."""
     job, args = part
-    return "oracle and static" if job is _oracle_and_static else PART_LABELS.get(str(args[0]), str(args[0]))
+    if job is _oracle_and_static:
+        return "oracle, clairvoyant and static"
+    return PART_LABELS.get(str(args[0]), str(args[0]))
 
 
 def merge_parts(models: Mapping[str, TierModel], parts: list[Baselines]) -> Baselines:
-    """The parts' outcomes per tier, in the report's order: static, reactive, SkyServe-style, oracle."""
+    """The parts' outcomes per tier, in the report's order: static, reactive, SkyServe-style, oracle,
+    clairvoyant."""
     found: Baselines = {name: {} for name in models}
     for part in parts:
         for name, per in part.items():
@@ -344,5 +416,6 @@ def merge_parts(models: Mapping[str, TierModel], parts: list[Baselines]) -> Base
 def run_baselines(
     workload: Workload, models: Mapping[str, TierModel], settings: BaselineSettings | None = None
 ) -> Baselines:
-    """Static, reactive, SkyServe-style (serving tiers) and oracle outcomes per tier, one after another."""
+    """Static, reactive, SkyServe-style (serving tiers), oracle and clairvoyant outcomes per tier, one after
+    another."""
     return merge_parts(models, [job(*args) for job, args in baseline_parts(workload, models, settings)])

@@ -8,9 +8,9 @@ and draining sets, and the fleet model serves the tick's traffic. No decision lo
 
 Before the workload starts, the controller runs a warm-up that is not in the report (neither its cost nor
 its requests). With ``warmup: steady`` (the default) it serves the workload's opening traffic for the
-longest provisioning delay and 15 minutes (``workloads/opening.py``), so each tier opens sized for it,
+longest boot the run can draw and 15 minutes (``workloads/opening.py``), so each tier opens sized for it,
 with its signals and its policy's state primed, as a fleet that has been running would; the baselines
-run the same warm-up. With ``warmup: cold`` it runs the longest provisioning delay and two ticks with no
+run the same warm-up. With ``warmup: cold`` it runs the longest boot the run can draw and two ticks with no
 traffic, so each tier opens at what its policy holds at idle, and the baselines open at their floors.
 """
 
@@ -48,6 +48,7 @@ from scalectl.simulator.baselines import (
     part_label,
     run_baselines,
 )
+from scalectl.simulator.boots import BootInputError, Boots, boot_summary, timeout_warnings
 from scalectl.simulator.cloud_events import CloudEvents
 from scalectl.simulator.context_limit import context_warnings
 from scalectl.simulator.fleet import Fleet, TierModel, tier_models
@@ -58,7 +59,7 @@ from scalectl.simulator.sim_cloud import simulation_cloud
 from scalectl.simulator.worker_process import exit_with_parent
 from scalectl.simulator.workloads.opening import steady_warmup_s
 from scalectl.simulator.workloads.spec import Workload
-from scalectl.tiers.config import FleetConfig
+from scalectl.tiers.config import FleetConfig, TierSpec
 
 Progress = Callable[[float, float], None]  # (virtual seconds done, total)
 # Once the controller's run is done: the baselines still running in their processes, each time one finishes
@@ -158,9 +159,13 @@ def simulate(
     models = models_for(config, workload, workload_source)
     before = context_warnings(workload, models, {name: config.tiers[name] for name in workload.tiers})
     subset = FleetConfig(tiers={n: config.tiers[n] for n in workload.tiers}, providers=config.providers)
-    low, high = workload.cloud.provision_delay
+    try:
+        boots = Boots.of(config, list(workload.tiers), workload.cloud)
+    except BootInputError as exc:
+        raise SimulationInputError(f"tiers file: {exc}") from None
     settings = BaselineSettings(
-        provisioning_delay_s=(low + high) / 2,
+        boots=boots.tiers(),
+        warmup_boot_s=boots.longest_s(),
         tick_s=opts.tick_s,
         slo_goal=opts.slo_goal,
         bounds={name: (config.tiers[name].min, config.tiers[name].max) for name in workload.tiers},
@@ -181,7 +186,7 @@ def simulate(
         except (OSError, ValueError):
             pool, pending = None, None
     try:
-        result = asyncio.run(_Run(subset, config_text, workload, models, opts, progress).run())
+        result = asyncio.run(_Run(subset, config_text, workload, models, opts, progress, boots).run())
         baselines: Baselines = {}
         if pending is not None:
             try:
@@ -200,9 +205,11 @@ def simulate(
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     result.report.baselines = {k: dict(v) for k, v in baselines.items()}
+    result.report.boots = boot_summary(boots, workload.tiers)
     maxes = {name: config.tiers[name].max for name in workload.tiers}
     result.report.warnings = before + result.report.bound_warnings(maxes)
     result.report.warnings += result.report.reach_warnings(opts.slo_goal)
+    result.report.warnings += timeout_warnings(boots, config, workload.tiers)
     return result
 
 
@@ -246,17 +253,20 @@ class _Run:
         models: Mapping[str, TierModel],
         opts: RunOptions,
         progress: Progress | None,
+        boots: Boots,
     ) -> None:
         self.workload = workload
         self.opts = opts
         self.progress = progress
         self.start = workload.start_epoch
-        self.steady = steady_warmup_s(workload, opts.tick_s)  # 0: a cold start
-        self.warmup = self.steady or workload.cloud.provision_delay[1] + 2 * opts.tick_s
+        self.steady = steady_warmup_s(workload, opts.tick_s, boots.longest_s())  # 0: a cold start
+        self.warmup = self.steady or boots.longest_s() + 2 * opts.tick_s
         self.clock = FakeClock(self.start - self.warmup)
         self.fleet = Fleet(workload, models, warmup_s=self.steady)
         names = sorted({p for tier in config.tiers.values() for p in tier.providers})
-        self.clouds = {n: simulation_cloud(n, self.clock, workload.cloud, workload.seed) for n in names}
+        self.clouds = {
+            n: simulation_cloud(n, self.clock, workload.cloud, workload.seed, boots.for_cloud(n)) for n in names
+        }
         self.events = CloudEvents(workload.cloud, self.clouds, workload.seed)
         engine = make_engine("sqlite://")
         Base.metadata.create_all(engine)
@@ -268,12 +278,20 @@ class _Run:
             FleetSignals(self.fleet, self.clock, activated_tiers(config)),
             self.clock,
             drain_check=self._drain_check,
+            readiness=self._serving,
         )
         self.members: dict[str, tuple[frozenset[str], frozenset[str]]] = {n: (frozenset(), frozenset()) for n in models}
         self.billing: dict[str, int] = dict.fromkeys(models, 0)
         self.writes = TableWrites(engine, INSTANCES_TABLE)
         self.tier_of: dict[str, str] = {}
         self.rollouts = RolloutClock(workload.rollouts)
+
+    async def _serving(self, _tier: TierSpec, row: Instance) -> tuple[bool, str]:
+        """The readiness probe: whether the instance's server answers yet (its drawn boot is over)."""
+        cloud = self.clouds.get(row.provider)
+        if cloud is None or row.provider_id is None or not cloud.serving(row.provider_id):
+            return False, "server starting"
+        return True, "server answers"
 
     async def _drain_check(self, row: Instance) -> float | None:
         """What vLLM (or the Celery worker) on a draining instance still runs: the reconciler deletes it at 0."""

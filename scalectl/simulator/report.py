@@ -110,18 +110,29 @@ def outcomes(fleet: Fleet, duration_s: float) -> dict[str, TierOutcome]:
     return out
 
 
-BASELINES = ("static", "reactive", "skyserve", "oracle")
-RATIO_ORDER = ("oracle", "static", "reactive", "skyserve")  # the table's ÷ columns
-RATIO_LABEL = {"oracle": "oracle", "static": "static", "reactive": "reactive", "skyserve": "SkyServe"}
+BASELINES = ("static", "reactive", "skyserve", "oracle", "clairvoyant")
+RATIO_ORDER = ("oracle", "clairvoyant", "static", "reactive", "skyserve")  # the table's ÷ columns
+RATIO_LABEL = {
+    "oracle": "oracle", "clairvoyant": "clairv.", "static": "static", "reactive": "reactive", "skyserve": "SkyServe",
+}  # fmt: skip
+BOUNDS = ("oracle", "clairvoyant")  # what every run's cost is divided by
+RUN_LABEL = {
+    "ours": "ours", "static": "static", "reactive": "reactive (KEDA/HPA)", "skyserve": "SkyServe-style",
+    "clairvoyant": "clairvoyant",
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
 class BaselineOutcome:
-    name: str  # "static", "reactive", "skyserve", "oracle"
+    name: str  # "static", "reactive", "skyserve", "oracle", "clairvoyant"
     cost: float
     gpu_hours: float
     slo_attainment: float | None  # the oracle's: measured on open-loop traffic, else None (sized by a load test)
     peak: int | None = None  # the oracle's most instances at once (its busiest minute); None for the others
+    # the clairvoyant's: instance-seconds billed booting and kept through short gaps, instances launched
+    boot_s: float | None = None
+    kept_s: float | None = None
+    launches: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +160,7 @@ class Report:
     timelines: dict[str, dict[str, Any]] = field(default_factory=dict)  # tier -> series arrays (for the plot)
     rollouts: list[RolloutOutcome] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # what makes the run's SLO unreachable for any policy
+    boots: dict[str, dict[str, Any]] = field(default_factory=dict)  # tier -> the boot model's p50/p95, draws
     # What computes the timelines when a plot first asks (``series``): sorting a day's TTFTs by minute costs
     # seconds that a search's trials, which never plot, need not pay.
     timelines_from: Callable[[], dict[str, dict[str, Any]]] | None = field(default=None, repr=False, compare=False)
@@ -181,6 +193,10 @@ class Report:
             if len(costs) == len(self.tiers) and costs:
                 total[f"{name}_cost"] = sum(costs)
                 total[f"cost_vs_{name}"] = _ratio(total["cost"], sum(costs))
+        for name in ("static", "reactive", "skyserve"):  # each driven baseline against the two bounds
+            for bound in BOUNDS:
+                if f"{name}_cost" in total and f"{bound}_cost" in total:
+                    total[f"{name}_cost_vs_{bound}"] = _ratio(total[f"{name}_cost"], total[f"{bound}_cost"])
         return total
 
     def to_dict(self) -> dict[str, Any]:
@@ -188,7 +204,7 @@ class Report:
         for name, outcome in self.tiers.items():
             entry = outcome.to_dict()
             base = self.baselines.get(name, {})
-            entry["baselines"] = {k: asdict(v) for k, v in base.items()}
+            entry["baselines"] = {k: {**asdict(v), **self._vs_bounds(v.cost, base)} for k, v in base.items()}
             for ref in BASELINES:
                 if ref in base:
                     entry[f"cost_vs_{ref}"] = _ratio(outcome.cost, base[ref].cost)
@@ -198,7 +214,13 @@ class Report:
             data["rollouts"] = [asdict(r) for r in self.rollouts]
         if self.warnings:
             data["warnings"] = list(self.warnings)
+        if self.boots:
+            data["boots"] = {k: dict(v) for k, v in self.boots.items()}
         return data
+
+    @staticmethod
+    def _vs_bounds(cost: float, base: Mapping[str, BaselineOutcome]) -> dict[str, float | None]:
+        return {f"cost_vs_{ref}": _ratio(cost, base[ref].cost) for ref in BOUNDS if ref in base}
 
     def bound_warnings(self, maxes: Mapping[str, int]) -> list[str]:
         """A tier whose ``max`` is below what the oracle needs in its busiest minute: there no policy can hold
@@ -273,8 +295,9 @@ class Report:
             )
         return lines
 
-    def tables(self) -> tuple[Any, Any, Any]:
-        """Three rich Tables that each fit 100 columns: our run per tier, the baselines, our cost ÷ theirs."""
+    def tables(self) -> tuple[Any, Any, Any, Any]:
+        """Four rich Tables that each fit 100 columns: our run per tier, the baselines, our cost ÷ theirs,
+        and every run's cost ÷ the oracle and ÷ the clairvoyant."""
         from rich import box
         from rich.table import Table
 
@@ -283,7 +306,7 @@ class Report:
                     "lost"):  # fmt: skip
             run.add_column(col, justify="left" if col == "tier" else "right", no_wrap=col == "tier")
         versus = Table(title="Baselines: cost $ (SLO met)", box=box.SIMPLE_HEAD, pad_edge=False)
-        for col in ("tier", "static", "reactive", "SkyServe", "oracle"):
+        for col in ("tier", "static", "reactive", "SkyServe", "oracle", "clairvoyant"):
             versus.add_column(col, justify="left" if col == "tier" else "right", no_wrap=col == "tier")
         ratios = Table(title="Our cost ÷ each baseline's", box=box.SIMPLE_HEAD, pad_edge=False)
         for col in ("tier", *(f"÷{RATIO_LABEL[r]}" for r in RATIO_ORDER)):
@@ -307,6 +330,7 @@ class Report:
                 _base(base.get("reactive")),
                 _base(base.get("skyserve")),
                 _base(base.get("oracle")),
+                _base(base.get("clairvoyant")),
             )
             ratios.add_row(
                 name, *(_fmt_ratio(_ratio(t.cost, base[ref].cost) if ref in base else None) for ref in RATIO_ORDER)
@@ -319,10 +343,39 @@ class Report:
         versus.add_row(
             "total",
             *(f"{tot[f'{ref}_cost']:,.2f}" if f"{ref}_cost" in tot else "-"
-              for ref in ("static", "reactive", "skyserve", "oracle")),
+              for ref in ("static", "reactive", "skyserve", "oracle", "clairvoyant")),
         )  # fmt: skip
         ratios.add_row("total", *(_fmt_ratio(tot.get(f"cost_vs_{ref}")) for ref in RATIO_ORDER))
-        return run, versus, ratios
+        return run, versus, ratios, self.bounds_table()
+
+    def bounds_table(self) -> Any:
+        """Every run (ours and each driven baseline), per tier and in total: cost ÷ oracle and ÷ clairvoyant."""
+        from rich import box
+        from rich.table import Table
+
+        table = Table(title="Each run's cost ÷ the oracle's and ÷ the clairvoyant's", box=box.SIMPLE_HEAD,
+                      pad_edge=False)  # fmt: skip
+        for col in ("tier", "run", "cost $", "÷oracle", "÷clairvoyant"):
+            table.add_column(col, justify="left" if col in ("tier", "run") else "right", no_wrap=True)
+        totals: dict[str, float] = {}
+        complete = {run: True for run in RUN_LABEL}
+        for name, t in self.tiers.items():
+            base = self.baselines.get(name, {})
+            for run, label in RUN_LABEL.items():
+                cost = t.cost if run == "ours" else base[run].cost if run in base else None
+                if cost is None:
+                    complete[run] = False
+                    continue
+                totals[run] = totals.get(run, 0.0) + cost
+                ratios = self._vs_bounds(cost, base)
+                table.add_row(name, label, f"{cost:,.2f}", *(_fmt_ratio(ratios.get(f"cost_vs_{b}")) for b in BOUNDS))
+        tot = self.total()
+        for run, label in RUN_LABEL.items():
+            if not complete[run] or run not in totals:
+                continue
+            cells = (_fmt_ratio(_ratio(totals[run], tot[f"{b}_cost"]) if f"{b}_cost" in tot else None) for b in BOUNDS)
+            table.add_row("total", label, f"{totals[run]:,.2f}", *cells)
+        return table
 
 
 def timelines(fleet: Fleet) -> dict[str, dict[str, Any]]:

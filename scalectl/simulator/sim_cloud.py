@@ -8,21 +8,40 @@ instances are created (the controller's instance keys are random; the run's dela
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import itertools
 import random
+from typing import ClassVar
 
 from scalectl.clocks import Clock
+from scalectl.providers.base import ProviderCapabilities
 from scalectl.providers.registry import ProviderConfig
 from scalectl.providers.simulated import SimulatedCloud
+from scalectl.providers.simulated.cloud import BootFor
 from scalectl.simulator.workloads.spec import CloudSpec
 
 ADDRESS_SCHEME = "sim://"
 
 
-def simulation_cloud(name: str, clock: Clock, spec: CloudSpec, seed: int) -> SimulatedCloud:
-    low, high = spec.provision_delay
+class PhasedSimulatedCloud(SimulatedCloud):
+    """A simulated cloud whose machines boot in two phases: running (the machine is up) and then serving
+    (the server answers a readiness probe), as a real cloud's machines do, so the reconciler records both."""
+
+    capabilities: ClassVar[ProviderCapabilities] = dataclasses.replace(
+        SimulatedCloud.capabilities, running_means_ready=False
+    )
+
+
+def simulation_cloud(
+    name: str, clock: Clock, spec: CloudSpec, seed: int, boot: BootFor | None = None
+) -> SimulatedCloud:
+    """One provider of the run. ``boot``: each instance's boot drawn in parts (the boot model); None: the
+    workload's uniform ``provision_delay``, create → serving in one phase."""
+    if boot is None and spec.provision_delay is None:
+        raise ValueError("a simulation cloud boots its instances by the boot model (`boot`) or `provision_delay`")
+    low, high = spec.provision_delay if spec.provision_delay is not None else (0.0, 0.0)
     options = {
         "seed": seed,
         "provision_delay_min": low,
@@ -30,11 +49,13 @@ def simulation_cloud(name: str, clock: Clock, spec: CloudSpec, seed: int) -> Sim
         "interruption_notice": spec.notice,
         "spot_interruptions_per_hour": 0.0,  # interruptions come from the run's schedule (storms vary it)
     }
-    return SimulatedCloud(
+    kind = SimulatedCloud if boot is None else PhasedSimulatedCloud
+    return kind(
         ProviderConfig(name=name, type="simulated", options=options),
         clock,
         draws=_InOrder(seed, name),
         address_of=functools.partial(address_of, name),
+        boot=boot,
     )
 
 

@@ -55,7 +55,8 @@ def test_json_report_plot_and_the_same_answer_in_another_process(tmp_path: Path)
     assert set(report["tiers"]) == {"web", "jobs"}
     web = report["tiers"]["web"]
     assert web["requests"] > 30_000 and 0.9 < web["slo_attainment"] <= 1.0
-    assert set(web["baselines"]) == {"static", "reactive", "skyserve", "oracle"} and web["cost_vs_oracle"] > 0
+    assert set(web["baselines"]) == {"static", "reactive", "skyserve", "oracle", "clairvoyant"}
+    assert web["cost_vs_oracle"] > 0 and web["cost_vs_clairvoyant"] > 0
     assert report["tiers"]["jobs"]["lost_tasks"] == 0
     assert abs(report["total"]["cost"] - report["controller"]["billed"]) < 1e-9
     assert report["controller"]["decisions"] > 0 and report["controller"]["events"]["launched"] >= 2

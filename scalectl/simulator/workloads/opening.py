@@ -28,12 +28,12 @@ SETTLE_S = 900.0
 WARMUP_STREAM = 2_000_000  # the opening traffic's random stream, apart from the hour blocks (0, 1, ...)
 
 
-def steady_warmup_s(workload: Workload, tick_s: float) -> float:
-    """How long before the start a steady run begins: the longest boot and ``SETTLE_S``, in whole ticks
-    (so a tick starts at t = 0); 0 for ``warmup: cold``."""
+def steady_warmup_s(workload: Workload, tick_s: float, longest_boot_s: float) -> float:
+    """How long before the start a steady run begins: the longest boot the run can draw (``Boots.longest_s``)
+    and ``SETTLE_S``, in whole ticks (so a tick starts at t = 0); 0 for ``warmup: cold``."""
     if workload.warmup == "cold":
         return 0.0
-    return math.ceil((workload.cloud.provision_delay[1] + SETTLE_S) / tick_s - 1e-9) * tick_s
+    return math.ceil((longest_boot_s + SETTLE_S) / tick_s - 1e-9) * tick_s
 
 
 def opening_level(load: PoissonLoad | TraceLoad, workload: Workload) -> float:

@@ -26,8 +26,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from scalectl.policies.durations import Duration
 from scalectl.simulator.workloads.shapes import Shape
 from scalectl.simulator.workloads.tokens import TokenDist
+from scalectl.sizing.boot import DEFAULT_FIGURES, GB, MB, BootFigures, Span
 
 DEFAULT_START = "2026-03-16T00:00:00+00:00"  # a Monday
+
+
+def _mb_s(span: Span) -> tuple[float, float]:
+    return (span.low / MB, span.high / MB)
+
+
+def _s(span: Span) -> tuple[float, float]:
+    return (span.low, span.high)
 
 
 class _Strict(BaseModel):
@@ -184,26 +193,101 @@ class SpotStorm(_Strict):
         return self
 
 
+def _span(value: tuple[float, float], unit: str, example: str) -> tuple[float, float]:
+    low, high = value
+    if not (0 < low <= high):
+        raise ValueError(
+            f"expected [min, max] in {unit} with 0 < min <= max, got [{low:g}, {high:g}]; e.g. {example}, or one "
+            "value above 0 for a fixed figure"
+        )
+    return value
+
+
+def _one_or_two(value: Any) -> Any:
+    """One figure stands for a fixed [figure, figure]."""
+    return [value, value] if isinstance(value, int | float | str) and not isinstance(value, bool) else value
+
+
+class BootSpec(_Strict):
+    """What a simulated boot is made of (scalectl.sizing.boot): the path, and overrides of the figures.
+    Every field is optional; the defaults are the documented public figures (docs/simulator.md)."""
+
+    path: Literal["cold", "cached"] = "cold"  # cached: image pre-pulled, weights and compile cache on disk
+    provision: tuple[Duration, Duration] | None = None  # create → machine up; None: the provider type's figure
+    image_gb: float = DEFAULT_FIGURES.image_bytes / GB  # the serving image as pulled
+    pull_mb_s: tuple[float, float] = _mb_s(DEFAULT_FIGURES.pull_bandwidth)
+    download_mb_s: tuple[float, float] = _mb_s(DEFAULT_FIGURES.download_bandwidth)
+    load_mb_s: tuple[float, float] = _mb_s(DEFAULT_FIGURES.load_bandwidth)
+    compile: tuple[Duration, Duration] = _s(DEFAULT_FIGURES.compile)
+    compile_cached: tuple[Duration, Duration] = _s(DEFAULT_FIGURES.compile_cached)
+    warmup: tuple[Duration, Duration] = _s(DEFAULT_FIGURES.warmup)
+
+    _fixed = field_validator(
+        "provision", "pull_mb_s", "download_mb_s", "load_mb_s", "compile", "compile_cached", "warmup", mode="before"
+    )(_one_or_two)
+
+    @field_validator("image_gb")
+    @classmethod
+    def _image_size(cls, value: float) -> float:
+        if not 0 < value <= 1000:
+            raise ValueError(f"expected the image size in GB, above 0 and at most 1000, got {value:g}; e.g. 12")
+        return value
+
+    @field_validator("pull_mb_s", "download_mb_s", "load_mb_s")
+    @classmethod
+    def _bandwidth(cls, value: tuple[float, float]) -> tuple[float, float]:
+        return _span(value, "MB/s", "[25, 100]")
+
+    @field_validator("provision", "compile", "compile_cached", "warmup")
+    @classmethod
+    def _duration(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        return None if value is None else _span(value, "seconds", "[20s, 1m]")
+
+    def figures(self) -> BootFigures:
+        return BootFigures(
+            image_bytes=self.image_gb * GB,
+            pull_bandwidth=Span(self.pull_mb_s[0] * MB, self.pull_mb_s[1] * MB),
+            download_bandwidth=Span(self.download_mb_s[0] * MB, self.download_mb_s[1] * MB),
+            load_bandwidth=Span(self.load_mb_s[0] * MB, self.load_mb_s[1] * MB),
+            compile=Span(*self.compile),
+            compile_cached=Span(*self.compile_cached),
+            warmup=Span(*self.warmup),
+        )
+
+    def provision_span(self) -> Span | None:
+        return None if self.provision is None else Span(*self.provision)
+
+
 class CloudSpec(_Strict):
     """The simulated cloud every provider of the tiers file stands for during the run."""
 
-    provision_delay: tuple[Duration, Duration] = (120.0, 300.0)  # create → serving, uniform [min, max]
+    # create → serving, uniform [min, max]: replaces the boot model (``boot``) when given
+    provision_delay: tuple[Duration, Duration] | None = None
+    boot: BootSpec = Field(default_factory=lambda: BootSpec.model_validate({}))
     spot_interruptions_per_hour: float = Field(0.0, ge=0, le=3600)  # per spot instance, outside storms
     notice: Duration = 120.0  # warning before a preemption (AWS: 2m, GCP: 30s); 0 = none
     storms: list[SpotStorm] = Field(default_factory=list)
     capacity: dict[str, list[CapacityWindow]] = Field(default_factory=dict)  # GPU -> one window or a list
 
-    @field_validator("provision_delay", mode="before")
-    @classmethod
-    def _one_or_two(cls, value: Any) -> Any:
-        return [value, value] if isinstance(value, int | float | str) and not isinstance(value, bool) else value
+    _fixed = field_validator("provision_delay", mode="before")(_one_or_two)
 
     @field_validator("provision_delay")
     @classmethod
-    def _delay_ordered(cls, value: tuple[float, float]) -> tuple[float, float]:
-        if value[0] > value[1]:
+    def _delay_ordered(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and value[0] > value[1]:
             raise ValueError(f"expected [min, max] with min <= max, got {list(value)}")
         return value
+
+    @model_validator(mode="after")
+    def _delay_or_boot(self) -> CloudSpec:
+        # A boot other than the default next to provision_delay would be ignored: refuse it. (Not "boot given":
+        # a dumped and revalidated spec carries its default boot.)
+        if self.provision_delay is not None and self.boot != BootSpec.model_validate({}):
+            raise ValueError(
+                "`provision_delay` replaces the boot model that `boot` configures; remove one of them "
+                '(docs/simulator.md, "What a boot is made of")'
+            )
+        return self
 
     @field_validator("capacity", mode="before")
     @classmethod

@@ -65,3 +65,21 @@ def test_a_surge_counts_only_once_ready() -> None:
     assert not surge.counted
     surge.mark_ready(1.0, "up")
     assert surge.counted
+
+
+def test_the_ready_event_carries_the_boot_phases_create_running_serving() -> None:
+    inst = _pending()
+    inst.adopt("i-1", 110.0, created_at=None, address=None, price=None)
+    inst.move(InstanceState.BOOTSTRAPPING, 190.0, "machine up; waiting for the server", "booted")
+    event = inst.mark_ready(305.0, "server answers")
+    assert inst.running_at == 190.0
+    assert inst.boot_phases() == {"provisioning": 90.0, "bootstrapping": 115.0}
+    assert event.message == "server answers (create→serving 205s; create→running 90s; running→serving 115s)"
+
+
+def test_where_running_means_serving_the_server_phase_is_unknown_not_zero() -> None:
+    inst = _pending()
+    inst.adopt("i-1", 110.0, created_at=None, address=None, price=None)
+    event = inst.move(InstanceState.READY, 250.0, "running", "ready")
+    assert event is not None and "running→serving not seen" in event.message
+    assert inst.boot_phases() == {"provisioning": 150.0, "bootstrapping": None}

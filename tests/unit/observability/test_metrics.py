@@ -122,7 +122,7 @@ def test_durations_interruptions_budget_and_cost_come_from_the_records(store: St
     metrics = DaemonMetrics()
     feed = MetricsFeed(metrics)
     with store.sessions.begin() as s:
-        s.add(_instance("sc-research-1", ready_at=250.0))
+        s.add(_instance("sc-research-1", ready_at=250.0, running_at=160.0))
     _feed(feed, store, _tick(0.0))  # the first tick starts counting events from here
     with store.sessions.begin() as s:
         s.add(_instance("sc-research-2", state="terminated", ready_at=200.0, drain_started_at=300.0, ended_at=360.0))
@@ -139,6 +139,9 @@ def test_durations_interruptions_budget_and_cost_come_from_the_records(store: St
     _feed(feed, store, _tick(7200.0))  # the same events are not counted twice
     assert value(metrics, "scalectl_launch_to_ready_seconds_count", tier="research") == 1
     assert value(metrics, "scalectl_launch_to_ready_seconds_sum", tier="research") == 150
+    # the boot's phases: running at 160 (60 s after the intent), serving at 250 (90 s later)
+    assert value(metrics, "scalectl_boot_phase_seconds_sum", tier="research", phase="provisioning") == 60
+    assert value(metrics, "scalectl_boot_phase_seconds_sum", tier="research", phase="bootstrapping") == 90
     assert value(metrics, "scalectl_drain_duration_seconds_sum", tier="research") == 60
     assert value(metrics, "scalectl_interruptions_total", tier="research") == 1  # one instance, notice + end
     assert value(metrics, "scalectl_budget_cap_hits_total", tier="research") == 1

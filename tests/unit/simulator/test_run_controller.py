@@ -49,6 +49,7 @@ seed: 4
 start: "2026-03-16T10:00:00+00:00"
 duration: 80m
 warmup: cold
+cloud: {provision_delay: [2m, 5m]}    # the controller's machinery under the old uniform boot, not the boot model
 tiers:
   web:
     kind: poisson
@@ -146,13 +147,13 @@ def test_baselines_run_on_the_same_workload_in_the_same_run() -> None:
     serial = run(workload=short, options=RunOptions(parallel_baselines=False), waiting=told[False].append).report
     assert parallel.to_dict() == serial.to_dict()
     # Once the controller is done, the run says which baselines it still waits for, until none is left.
-    labels = ["oracle and static", "reactive (KEDA/HPA)", "SkyServe-style"]
+    labels = ["oracle, clairvoyant and static", "reactive (KEDA/HPA)", "SkyServe-style"]
     assert told[False] == [labels, []]
     assert told[True][-1] == []
     for before, after in zip(told[True], told[True][1:], strict=False):
         assert set(after) < set(before) <= set(labels)
-    assert set(parallel.baselines["web"]) == {"static", "reactive", "skyserve", "oracle"}
-    assert set(parallel.baselines["jobs"]) == {"static", "reactive", "oracle"}  # SkyServe serves HTTP only
+    assert set(parallel.baselines["web"]) == {"static", "reactive", "skyserve", "oracle", "clairvoyant"}
+    assert set(parallel.baselines["jobs"]) == {"static", "reactive", "oracle", "clairvoyant"}  # SkyServe: HTTP only
     for name in ("web", "jobs"):
         assert parallel.baselines[name]["oracle"].cost > 0
     assert parallel.to_dict()["tiers"]["web"]["cost_vs_oracle"] > 0

@@ -39,6 +39,7 @@ tiers:
     shape:
       - {kind: spike, at: 0s, duration: 20m, factor: 0}
       - {kind: spike, at: 60m, duration: 30m, factor: 0}
+cloud: {provision_delay: [2m, 5m]}   # a boot of at most 5 minutes: what the activator's hold is sized for
 """
 
 

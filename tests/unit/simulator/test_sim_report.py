@@ -29,11 +29,13 @@ def _report() -> Report:
             "static": BaselineOutcome("static", 96.0, 40.0, 0.999),
             "reactive": BaselineOutcome("reactive", 50.0, 21.0, 0.95),
             "oracle": BaselineOutcome("oracle", 40.0, 16.7, None),
+            "clairvoyant": BaselineOutcome("clairvoyant", 44.0, 18.3, None, boot_s=6000.0, kept_s=0.0, launches=20),
         },
         "jobs": {
             "static": BaselineOutcome("static", 30.0, 12.5, 1.0),
             "reactive": BaselineOutcome("reactive", 14.0, 6.0, 0.9),
             "oracle": BaselineOutcome("oracle", 8.0, 3.3, None),
+            "clairvoyant": BaselineOutcome("clairvoyant", 10.0, 4.2, None, boot_s=1800.0, kept_s=0.0, launches=6),
         },
     }
     t = np.arange(5.0, 3605.0, 5.0)
@@ -58,6 +60,25 @@ def test_totals_and_ratios() -> None:
     assert d["tiers"]["chat"]["cost_vs_oracle"] == pytest.approx(1.2)
     assert d["tiers"]["jobs"]["slo_attainment"] == pytest.approx(0.9)
     assert d["tiers"]["chat"]["baselines"]["reactive"]["slo_attainment"] == 0.95
+
+
+def test_every_run_is_divided_by_the_oracle_and_by_the_clairvoyant() -> None:
+    report = _report()
+    total = report.total()
+    assert total["clairvoyant_cost"] == 54.0 and total["cost_vs_clairvoyant"] == pytest.approx(60 / 54)
+    assert total["reactive_cost_vs_oracle"] == pytest.approx(64 / 48)
+    assert total["reactive_cost_vs_clairvoyant"] == pytest.approx(64 / 54)
+    chat = report.to_dict()["tiers"]["chat"]
+    assert chat["cost_vs_clairvoyant"] == pytest.approx(48 / 44)
+    assert chat["baselines"]["static"]["cost_vs_oracle"] == pytest.approx(96 / 40)
+    assert chat["baselines"]["static"]["cost_vs_clairvoyant"] == pytest.approx(96 / 44)
+    assert chat["baselines"]["clairvoyant"]["boot_s"] == 6000.0
+    console = Console(record=True, width=100)
+    console.print(report.bounds_table())
+    rows = {tuple(line.split()[:2]): line.split()[-2:] for line in console.export_text().splitlines() if line.strip()}
+    assert rows[("total", "reactive")] == ["1.33×", "1.19×"]  # 64 ÷ 48, 64 ÷ 54
+    assert rows[("chat", "ours")] == ["1.20×", "1.09×"]
+    assert rows[("total", "clairvoyant")] == ["1.12×", "1.00×"]  # what the boots cost beyond the oracle
 
 
 def test_a_max_below_the_oracles_busiest_minute_is_a_warning() -> None:
@@ -97,6 +118,7 @@ def test_tables_fit_100_columns_and_the_plot_is_a_png(tmp_path: Path) -> None:
     assert "support-daytime" in text and "1.20×" in text and "99.00%" in text
     assert all(len(line) <= 100 for line in text.splitlines())
     assert "÷SkyServe" in text and "TTFT p50/95/99" in text and "…" not in text  # nothing cut short
+    assert "÷clairv." in text and "÷clairvoyant" in text and "clairvoyant" in text
     frame = PlotFrame(scenario="day", start_epoch=1_773_633_600.0, policy_ttft_targets={"support-daytime": 0.4})
     out = plot_report(report, tmp_path / "day.png", frame)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -24,7 +24,7 @@ async def _launch(cloud: SimulatedCloud, key: str, tier: str = "t") -> ProviderI
 
 def _boot_delays(keys: list[str]) -> list[float]:
     clock = FakeClock(1000.0)
-    cloud = simulation_cloud("sim", clock, CloudSpec(), seed=4)
+    cloud = simulation_cloud("sim", clock, CloudSpec(provision_delay=(120.0, 300.0)), seed=4)
 
     async def run() -> list[float]:
         out = []

@@ -33,6 +33,7 @@ tiers:
     input_tokens: {mean: 1500, cv: 0.6, max: 3000}  # prompt + output within max_model_len (4,096): none refused
     output_tokens: {mean: 250, cv: 0.6, max: 1000}
     ttft_target: 500ms
+cloud: {provision_delay: [2m, 5m]}   # the opening it measures is sized for a boot of at most 5 minutes
 """
 
 
@@ -72,10 +73,10 @@ def test_the_warm_up_is_not_billed(steady: SimulationResult) -> None:
 def test_warmup_length_and_field() -> None:
     w = parse_workload(WORKLOAD)
     assert w.warmup == "steady"
-    assert steady_warmup_s(w, 5.0) == 300.0 + 900.0  # the longest boot and the settling time, in ticks
-    assert steady_warmup_s(w.model_copy(update={"warmup": "cold"}), 5.0) == 0.0
+    assert steady_warmup_s(w, 5.0, 300.0) == 300.0 + 900.0  # the longest boot and the settling time, in ticks
+    assert steady_warmup_s(w.model_copy(update={"warmup": "cold"}), 5.0, 300.0) == 0.0
     with pytest.raises(WorkloadError, match=r"w.yaml: warmup: Input should be 'steady' or 'cold'"):
         parse_workload(WORKLOAD + "warmup: hot\n", "w.yaml")
     with pytest.raises(WorkloadError, match=r"tier \"c\": replication: Input should be 'independent' or 'clumped'"):
         parse_workload("tiers: {c: {kind: trace, path: x.csv, replication: copies}}", "w.yaml")
-    assert np.isfinite(steady_warmup_s(w, 7.0))
+    assert np.isfinite(steady_warmup_s(w, 7.0, 300.0))

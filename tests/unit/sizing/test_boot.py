@@ -1,0 +1,105 @@
+"""The boot model: known answers at the boundaries (scalectl.sizing.boot)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from scalectl.sizing.boot import (
+    DEFAULT_FIGURES,
+    GB,
+    GENERIC_VM,
+    MB,
+    PART_NAMES,
+    BootFigures,
+    Span,
+    boot_model,
+    checkpoint_bytes,
+    provision_span,
+)
+from scalectl.sizing.models import lookup_model
+
+LLAMA_8B, LLAMA_70B, GPT_OSS_20B = (lookup_model(n) for n in ("llama-3.1-8b", "llama-3.1-70b", "gpt-oss-20b"))
+
+
+def test_a_boot_at_its_fastest_figures_is_the_sum_of_the_parts_by_hand() -> None:
+    # u = 0 everywhere: provisioning at its low figure, every bandwidth at its low figure (its slowest).
+    model = boot_model("aws", 1, LLAMA_8B, "cold")
+    parts = model.parts_at([0.0] * len(PART_NAMES))
+    weights = 8_030_261_248 * 2  # the BF16 checkpoint vLLM downloads and quantizes to FP8 while loading
+    assert parts.provision == 25.0  # aws
+    assert parts.image_pull == pytest.approx(12e9 / 25e6)  # 480 s
+    assert parts.weights_download == pytest.approx(weights / 150e6)  # 107.1 s
+    assert parts.weights_load == pytest.approx(weights / 1e9)  # 16.1 s
+    assert parts.compile == 20.0 and parts.warmup == 20.0
+    assert parts.total == pytest.approx(25 + 480 + weights / 150e6 + weights / 1e9 + 40)
+
+
+def test_a_70b_fp16_on_two_gpus_boots_slower_than_an_8b_fp8_on_one() -> None:
+    small = boot_model("simulated", 1, LLAMA_8B, "cold")
+    large = boot_model("simulated", 2, LLAMA_70B, "cold")
+    assert checkpoint_bytes(LLAMA_70B) == 70_553_706_496 * 2  # 141 GB of BF16/FP16, for either dtype
+    for seed in range(50):  # the same draws: every part at least as long, the weights' parts longer
+        a, b = small.draw(random.Random(seed)), large.draw(random.Random(seed))
+        assert b.weights_download > a.weights_download and b.weights_load > a.weights_load
+        assert b.total > a.total
+    (s50, s95), (l50, l95) = small.quantiles(0.5, 0.95), large.quantiles(0.5, 0.95)
+    assert l50 > s50 and l95 > s95
+    assert large.mean() - small.mean() == pytest.approx(
+        (checkpoint_bytes(LLAMA_70B) - checkpoint_bytes(LLAMA_8B))
+        * (DEFAULT_FIGURES.download_bandwidth.mean_inverse() + DEFAULT_FIGURES.load_bandwidth.mean_inverse())
+    )
+
+
+def test_cached_is_faster_than_cold_by_exactly_the_parts_it_skips() -> None:
+    cold = boot_model("runpod", 1, LLAMA_8B, "cold")
+    cached = cold.with_path("cached")
+    for seed in range(50):
+        c, w = cold.draw(random.Random(seed)), cached.draw(random.Random(seed))
+        assert w.image_pull == 0.0 and w.weights_download == 0.0
+        assert (w.provision, w.weights_load, w.warmup) == (c.provision, c.weights_load, c.warmup)
+        # the compile cache replaces compiling, at the same place in its own spread
+        u = (c.compile - 20.0) / 40.0
+        assert w.compile == pytest.approx(5.0 + u * 15.0)
+        assert c.total - w.total == pytest.approx(c.image_pull + c.weights_download + c.compile - w.compile)
+    assert cached.quantiles(0.95)[0] < cold.quantiles(0.5)[0]
+
+
+def test_the_mean_is_exact_for_parts_that_are_bytes_over_a_uniform_bandwidth() -> None:
+    span = Span(100.0, 400.0)
+    rng = random.Random(1)
+    sampled = sum(1.0 / span.at(rng.random()) for _ in range(200_000)) / 200_000
+    assert span.mean_inverse() == pytest.approx(sampled, rel=0.01)
+    assert Span(5.0, 5.0).mean_inverse() == 0.2
+
+
+def test_provisioning_per_provider_type_and_gpu_count() -> None:
+    assert provision_span("aws") == Span(25.0, 90.0)
+    assert provision_span("lambda", 1) == Span(180.0, 300.0)
+    assert provision_span("lambda", 8) == Span(600.0, 900.0)  # 8x instances take 10-15 minutes
+    assert provision_span("spheron") == GENERIC_VM and provision_span("simulated") == GENERIC_VM
+    fixed = boot_model("aws", 1, LLAMA_8B, provision=Span(60.0, 60.0))
+    assert fixed.draw(random.Random(3)).provision == 60.0
+
+
+def test_a_model_that_ships_quantized_weights_downloads_those() -> None:
+    assert checkpoint_bytes(GPT_OSS_20B) == GPT_OSS_20B.native_weights_bytes
+
+
+def test_the_longest_boot_bounds_every_draw() -> None:
+    model = boot_model("simulated", 2, LLAMA_70B, "cold")
+    longest = model.longest()
+    assert all(model.draw(random.Random(s)).total <= longest for s in range(200))
+
+
+@pytest.mark.parametrize("low, high", [(0.0, 1.0), (-1.0, 5.0), (5.0, 1.0)])
+def test_a_span_refuses_figures_that_are_not_positive_and_ordered(low: float, high: float) -> None:
+    with pytest.raises(ValueError, match="expected 0 < low <= high"):
+        Span(low, high)
+
+
+def test_figures_refuse_an_image_of_no_size() -> None:
+    with pytest.raises(ValueError, match="image_bytes must be above 0"):
+        BootFigures(image_bytes=0.0)
+    assert BootFigures(pull_bandwidth=Span(50 * MB, 50 * MB)).image_bytes == 12 * GB
