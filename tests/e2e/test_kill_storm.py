@@ -1,10 +1,11 @@
 """The daemon as a process, killed with SIGKILL again and again at random moments while a steered tier
 grows and shrinks, against local servers that speak Spheron's and RunPod's APIs, each account already
-holding over a thousand old deployments (ours land on the last page; Spheron's 20 a page). Every fifth restart
-runs until the fleet has converged, and must within two ticks of its first tick (the others are killed at random
-moments, before, inside and between ticks); at the end nothing of ours runs untracked, no key was ever created
-twice, and — where instance addresses reach a vLLM stand-in (Spheron's; RunPod's fake hands out addresses off
-loopback) — the tier settles: as many ready as wanted within a few ticks of the last restart."""
+holding hundreds of old deployments (Spheron: 820, 41 pages of 20, ours on the last; RunPod: 1,050).
+Every fifth restart runs until the fleet has converged, and must within two ticks of its first tick (the
+others are killed at random moments, before, inside and between ticks); at the end nothing of ours runs
+untracked, no key was ever created twice, and — where instance addresses reach a vLLM stand-in (Spheron's;
+RunPod's fake hands out addresses off loopback) — the tier settles: as many ready as wanted within a few
+ticks of the last restart."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ from tests.fakes.spheron_server import API_KEY, SSH_KEY_ID, TEAM_ID, booting_sph
 
 pytestmark = pytest.mark.e2e
 KILLS = int(os.environ.get("SCALECTL_KILL_STORM_KILLS", "50"))
-OLD = 1_050  # old deployments in the account: 53 pages of Spheron's 20 (11 of RunPod's 100), ours on the last
+OLD = 1_050  # old pods in the RunPod account, ours after them
+SPHERON_OLD = 820  # old deployments in the Spheron account (the measured one): 41 pages of 20, ours on the last
 PREFIX = "sc-"
 LIVE_STATES = ("pending", "provisioning", "bootstrapping", "ready")
 TICK = 0.5
@@ -57,7 +59,7 @@ def spheron_account() -> Iterator[Account]:
     standins = run_in_thread()
     try:
         with booting_spheron(SystemClock(), minimum_runtime_minutes=0, ip_address="127.0.0.1") as (fake, server):
-            fake.seed_old(OLD, live_every=50)  # 21 of them still running: not ours, never touched
+            fake.seed_old(SPHERON_OLD, live_every=50)  # 17 of them still running: not ours, never touched
 
             def ours() -> list[str]:
                 return [d["name"] for d in fake.live() if str(d["name"]).startswith(PREFIX)]
