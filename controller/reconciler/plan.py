@@ -21,6 +21,7 @@ from scalectl.tiers.disruption import active_budget
 NO_PLACEMENT = "no-placement"  # the note when capacity (offers, their room, the budget) runs out
 SPOT_WAIT = "spot-wait"  # the note while a spot tier waits ``fallback_after`` before falling back
 DISRUPTION_WINDOW = "disruption-window"  # the note while an open window holds back scale-in or a rollout
+HAND_BACK_SHARE = 0.25  # fallbacks handed back to spot at once when the tier sets no max_disrupted
 
 
 @dataclass(frozen=True)
@@ -251,33 +252,59 @@ def plan_rebalance(
     *,
     fleet: FleetBudget | None = None,
 ) -> Plan:
-    """Spot is back and cheaper: replace one on-demand fallback instance with spot. Make-before-break
-    (a surge instance; once it is ready the fallback drains, ``replace.hand_backs``) when the tier has
-    room under ``max`` and ``max_surge`` allows; otherwise break-before-make (the fallback drains, and
-    the scale-out that follows places spot). One replacement at a time, so the fleet never bills more
-    than the desired size plus ``max_surge``."""
+    """Spot is back and cheaper: replace on-demand fallback instances with spot, several at once — as many
+    as the tier's disruption budget allows (``hand_back_budget``), counting those under way (surges not yet
+    ready, voluntary drains). Make-before-break (a surge instance each; once ready, a fallback drains,
+    ``replace.hand_backs``) while the tier has room under ``max``; at ``max`` or with ``max_surge: 0``
+    break-before-make (the fallbacks drain, and the scale-out that follows places spot). So the fleet
+    never bills more than the desired size plus the budget."""
     if tier.capacity != "spot" or tier.fallback is None or backoffs.spot_backoff(name, now):
         return Plan()
-    ready, draining = InstanceState.READY, InstanceState.DRAINING
+    ready = InstanceState.READY
     surges = sum(1 for i in instances if i.surge)
-    if surges + sum(1 for i in instances if i.state is draining) >= max(1, tier.max_surge):
-        return Plan()  # what bills beyond the desired size is already at max_surge (drain-first: one at a time)
     fallbacks = [i for i in instances if i.state is ready and i.capacity == Capacity.ON_DEMAND.value]
     if len(fallbacks) <= tier.on_demand_base + surges:  # none left to replace beyond the base and the surges
         return Plan()
-    fallbacks = sorted(fallbacks, key=lambda i: i.price_per_hour)[tier.on_demand_base :]
-    costliest = max(fallbacks, key=lambda i: i.price_per_hour)
-    at_max = len(instances) >= tier.max or tier.max_surge < 1
-    spend = sum(i.price_per_hour for i in instances) - (costliest.price_per_hour if at_max else 0.0)
+    allowed, window = hand_back_budget(tier, instances, now)
+    room = allowed - surges - voluntary_disruptions(instances)
+    if room < 1:
+        if window is not None and allowed < 1:
+            return Plan(notes=[Note(name, DISRUPTION_WINDOW, f"hand-back to spot waits: {window}")])
+        return Plan()  # the budget's hand-backs are under way
+    # the costliest go first; the base (the cheapest on-demand ones) and those surges already replace stay
+    replaceable = sorted(fallbacks, key=lambda i: i.price_per_hour)[tier.on_demand_base :]
+    replaceable = sorted(replaceable, key=lambda i: -i.price_per_hour)[: len(replaceable) - surges]
+    headroom = tier.max - len(instances) if tier.max_surge >= 1 else 0
+    drain_first = headroom < 1
+    count = min(room, len(replaceable)) if drain_first else min(room, len(replaceable), headroom)
+    spend = sum(i.price_per_hour for i in instances)
     spot_tier = tier.model_copy(update={"fallback": None})
     ranked = placement.ranked_offers(spot_tier, offers, backoffs.offers, now)
-    budget = (fleet or FleetBudget(None, 0.0)).budget_for(name, tier.budget_per_hour, spend)
-    chosen = placement.choose(ranked, spend, budget, {})
-    if chosen is None or chosen.price_per_hour >= costliest.price_per_hour:
-        return Plan()  # no spot, or spot no cheaper (A100 spot sometimes costs more): keep what runs
-    if at_max:
-        why = "at max" if len(instances) >= tier.max else "max_surge 0"
-        return Plan(rebalances=[Drain(costliest, f"hand back to spot ({why}: drain first)")])
-    if fleet is not None:
-        fleet.add(chosen.price_per_hour)
-    return Plan(rebalances=[Create(name, chosen, surge=True)])
+    fleet = fleet or FleetBudget(None, 0.0)
+    plan, in_use = Plan(), defaultdict[str, int](int)
+    why = ("at max" if len(instances) >= tier.max else "max_surge 0") if drain_first else ""
+    for replaced in replaceable[:count]:
+        if drain_first:
+            spend -= replaced.price_per_hour  # its place is what the spot instance takes
+        chosen = placement.choose(ranked, spend, fleet.budget_for(name, tier.budget_per_hour, spend), in_use)
+        if chosen is None or chosen.price_per_hour >= replaced.price_per_hour:
+            break  # no spot, or spot no cheaper (A100 spot sometimes costs more): keep what runs
+        in_use[chosen.offer.offer_id] += 1
+        if drain_first:
+            plan.rebalances.append(Drain(replaced, f"hand back to spot ({why}: drain first)"))
+        else:
+            spend += chosen.price_per_hour
+            fleet.add(chosen.price_per_hour)
+            plan.rebalances.append(Create(name, chosen, surge=True))
+    return plan
+
+
+def hand_back_budget(tier: TierSpec, instances: Sequence[Instance], now: float) -> tuple[int, str | None]:
+    """How many fallbacks may be handed back at once: the tier's disruption budget (``max_disrupted``, by
+    default a quarter of the counted instances, at least one) but never fewer than ``max_surge``; an open
+    disruption window's budget caps it (0: no hand-back while it is open). And the window, if one set it."""
+    share = tier.max_disrupted if tier.max_disrupted is not None else HAND_BACK_SHARE
+    counted = len(scale.counted(instances))
+    allowed, window = active_budget(share, tier.disruption_windows, counted, now)
+    assert allowed is not None  # a budget is always given, so there is always a count
+    return (allowed, window) if window is not None else (max(allowed, tier.max_surge, 1), None)

@@ -109,7 +109,9 @@ class SyncPhase:
             if adopted is not None:
                 tick.record(adopt(inst, adopted, now))
             elif inst.provider in seen and lifecycle.pending_expired(inst, tier, now):
-                tick.record(inst.end(S.FAILED, now, "no instance appeared within the launch timeout", "lost"))
+                reason = "no instance appeared within the launch timeout"
+                self._back_off(tick, inst, reason)  # a create that never yields a machine is retried slower
+                tick.record(inst.end(S.FAILED, now, reason, "lost"))
             return
         if inst.provider not in seen:
             return  # provider unreachable this tick: hold
@@ -138,12 +140,7 @@ class SyncPhase:
             inst.mark_interrupted(now)
             self.backoffs.interrupted(inst.tier, now)
         if self._crashed(inst, change, now):
-            crashes, delay = self.backoffs.crashed(inst.tier, inst.provider, inst.offer_id, now)
-            message = (
-                f"{crashes} early failure(s) lately; offer {inst.offer_id} at {inst.provider} skipped for a while, "
-                f"creates wait {delay:g}s"
-            )
-            tick.event(inst.tier, inst.key, CRASH_BACKOFF, f"{message} ({change.reason})")
+            self._back_off(tick, inst, change.reason)
         if change.state is S.DRAINING:
             end_state = change.end_state or S.TERMINATED
             tick.record(
@@ -156,11 +153,21 @@ class SyncPhase:
         elif change.state != inst.state:
             tick.record(inst.move(change.state, now, change.reason, change.event))
 
+    def _back_off(self, tick: Tick, inst: Instance, reason: str) -> None:
+        """Skip the offer and hold the tier's creates, longer with every recent early failure; the event
+        (with the reason) is what ``Backoffs.load`` rebuilds this from after a restart."""
+        crashes, delay = self.backoffs.crashed(inst.tier, inst.provider, inst.offer_id, tick.now)
+        message = (
+            f"{crashes} early failure(s) lately; offer {inst.offer_id} at {inst.provider} skipped for a while, "
+            f"creates wait {delay:g}s"
+        )
+        tick.event(inst.tier, inst.key, CRASH_BACKOFF, f"{message} ({reason})")
+
     @staticmethod
     def _crashed(inst: Instance, change: lifecycle.Transition, now: float) -> bool:
-        """A server that never became ready, or a machine lost soon after its launch: a crash loop in
-        the making, which relaunching on the same offer every tick would only feed."""
-        if change.event == "bootstrap-timeout":
+        """A machine that never started or a server that never became ready, or a machine lost soon after
+        its launch: a crash loop in the making, which relaunching on the same offer every tick would only feed."""
+        if change.event in ("launch-timeout", "bootstrap-timeout"):
             return True
         launched = inst.launched_at if inst.launched_at is not None else inst.created_at
         return change.event == "lost" and now - launched <= CRASH_WITHIN

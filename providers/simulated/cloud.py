@@ -92,7 +92,7 @@ class SimulatedCloud:
         self.options = SimOptions.from_mapping(options)
         self.clock = clock
         self.calls: Counter[str] = Counter()
-        self.fleet = SimFleet()
+        self.fleet = SimFleet(self.name)
         self._faults: list[tuple[str, ProviderError]] = []  # (method, error) raised in order
         if self.options.state_path:
             self.fleet.load(self.options.state_path)

@@ -75,7 +75,8 @@ def billed_within(inst: SimInstance, t0: float, t1: float, now: float) -> tuple[
 class SimFleet:
     """Live and ended machines, pools and the timeline. ``advance`` costs O(changes), not O(fleet)."""
 
-    def __init__(self) -> None:
+    def __init__(self, account: str = "sim") -> None:
+        self.account = account  # ids start with it: two simulated accounts in one run never share an id
         self.live: dict[str, SimInstance] = {}  # not yet ended
         self.ended: dict[str, SimInstance] = {}
         self.by_key: dict[str, str] = {}
@@ -87,7 +88,7 @@ class SimFleet:
 
     def new_id(self) -> str:
         self._next += 1
-        return f"sim-{self._next:06d}"
+        return f"{self.account}-{self._next:06d}"
 
     def find(self, provider_id: str) -> SimInstance | None:
         return self.live.get(provider_id) or self.ended.get(provider_id)

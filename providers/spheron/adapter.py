@@ -24,6 +24,7 @@ from scalectl.providers.pacing import RequestBudget
 from scalectl.providers.registry import ProviderConfig
 from scalectl.providers.spheron.listing import Listings
 from scalectl.providers.spheron.options import DEFAULT_BASE_URL, DEFAULT_MAX_PAGES, DEFAULT_PAGE_SIZE, SpheronOptions
+from scalectl.providers.spheron.recent import RecentListing
 from scalectl.providers.spheron.wire import (
     SPOT_TYPES,
     OfferRef,
@@ -102,6 +103,7 @@ class SpheronProvider:
             ),
         )
         self.listings = Listings(self.api, self.options, provider=self.name, team_id=self._team_id)
+        self.recent = RecentListing()
 
     def __repr__(self) -> str:
         return f"SpheronProvider(name={self.name!r})"
@@ -196,7 +198,7 @@ class SpheronProvider:
     async def _create_once(
         self, spec: LaunchSpec, ref: OfferRef, cloud_init: dict[str, Any] | None
     ) -> ProviderInstance:
-        existing = [i for i in await self._list_once(spec.key) if i.key == spec.key]
+        existing = [i for i in await self._lookup(spec.key) if i.key == spec.key]
         if existing:
             return existing[0]
         body: dict[str, Any] = {
@@ -214,6 +216,7 @@ class SpheronProvider:
         if cloud_init:
             body["cloudInit"] = cloud_init
         lag = self.capabilities.listing_lag
+        self.recent.sending(spec.key, self.clock.monotonic())
         try:
             created = await send_create(
                 lambda: self.api.request("POST", "/api/deployments", json=body, retry=False),
@@ -244,7 +247,18 @@ class SpheronProvider:
         )
 
     async def _list_once(self, key_prefix: str) -> builtins.list[ProviderInstance]:
+        started = self.clock.monotonic()
         deployments = await self.listings.all_deployments()
+        self.recent.listed(started, deployments)
+        return self._views(deployments, key_prefix)
+
+    async def _lookup(self, key: str) -> builtins.list[ProviderInstance]:
+        """Deployments under ``key``: from this tick's listing when it is as good as a new one
+        (``recent.py``), else from a new listing."""
+        known = self.recent.for_lookup(key, self.clock.monotonic())
+        return self._views(known, key) if known is not None else await self._list_once(key)
+
+    def _views(self, deployments: builtins.list[dict[str, Any]], key_prefix: str) -> builtins.list[ProviderInstance]:
         views = (self._view(d, key_prefix) for d in deployments)
         return [v for v in views if v.key is not None]
 

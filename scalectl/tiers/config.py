@@ -76,10 +76,12 @@ class TierSpec(_Strict):
     launch_timeout: Duration = 300.0  # no provider instance by then: replace (Karpenter: 5 min)
     bootstrap_timeout: Duration = 900.0  # not serving by then: replace (Karpenter: 15 min)
     drain_timeout: Duration = 120.0
-    max_surge: int = Field(1, ge=0, le=16)  # extra instances while spot replaces fallback ones (0: drain first)
+    # Extra instances in a rollout step; fallbacks handed back to spot at once: at least this many (0: drain first)
+    max_surge: int = Field(1, ge=0, le=16)
     on_demand_base: int = Field(0, ge=0)  # spot tiers: this many instances always on-demand (SkyServe's base)
     fallback_after: Duration = 0.0  # spot tiers: wait this long for spot before falling back to on-demand
-    # Voluntary disruptions at once (scale-in, rollouts' drain-first steps): a count, or "25%" of the fleet.
+    # Voluntary disruptions at once (scale-in, rollouts' drain-first steps, hand-backs to spot, which default
+    # to 25%): a count, or "25%" of the fleet.
     max_disrupted: int | float | None = None
     # Scheduled budgets that override max_disrupted while open (e.g. 0 during business hours): tiers/disruption.py
     disruption_windows: tuple[DisruptionWindow, ...] = ()

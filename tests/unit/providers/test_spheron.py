@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
@@ -291,6 +292,31 @@ async def test_list_finds_ours_behind_1200_old_deployments_on_the_last_page(make
     listed = await env.provider.list("sct-last-")
     assert [(i.key, i.provider_id) for i in listed] == [("sct-last-0001", ours.provider_id)]
     assert env.fake.calls - before == 61  # 1,201 deployments, 20 a page: every page read
+
+
+async def test_creates_after_a_listing_look_up_in_it_instead_of_reading_every_page_again(make: Factory) -> None:
+    env = await make(requests_per_15min=1000)
+    offer = await first_offer(env)
+    env.fake.seed_old(820)  # 41 pages of 20
+    await env.provider.list("sct-")  # the reconciler's listing at the start of its tick
+    before = env.fake.calls
+    keys = [f"sct-tick-{i:04d}" for i in range(3)]
+    made = await asyncio.gather(*(env.provider.create(spec(key, offer)) for key in keys))
+    assert [m.key for m in made] == keys
+    assert env.fake.calls - before == 3  # three POSTs; each used to list all 41 pages first (126 requests)
+
+
+async def test_a_key_created_after_the_listing_began_is_looked_up_in_a_new_listing(make: Factory) -> None:
+    env = await make(requests_per_15min=1000)
+    offer = await first_offer(env)
+    env.fake.seed_old(100)
+    await env.provider.list("sct-")
+    env.clock.advance(1)
+    first = await env.provider.create(spec("sct-again-0001", offer))
+    env.clock.advance(1)
+    again = await env.provider.create(spec("sct-again-0001", offer))  # e.g. its answer was taken for lost
+    assert again.provider_id == first.provider_id
+    assert len(env.fake.create_bodies) == 1  # found by a listing begun after the create: not sent twice
 
 
 async def test_a_list_longer_than_max_pages_fails_loudly_instead_of_truncating(make: Factory) -> None:

@@ -113,6 +113,8 @@ async def test_launch_timeout_replaces_a_stuck_instance(make_world) -> None:
     rows = {r.key: r for r in w.rows("web")}
     assert rows[first.key].state == "failed"
     assert "launch timeout" in rows[first.key].reason
+    await w.run(ticks=2, step=10.0)  # the replacement waits out the first launch-timeout back-off (10 s)
+    rows = {r.key: r for r in w.rows("web")}
     assert sum(1 for r in rows.values() if r.state == "provisioning") == 1
     assert first.provider_id not in {i.provider_id for i in await w.cloud_live()}
 

@@ -152,3 +152,46 @@ async def test_a_spot_launch_ends_the_stored_wait(make_world) -> None:
     await w.run(60, step=5.0)  # once the offer's no-capacity mark and the offers cache expire: spot placed
     assert [r.capacity for r in w.rows("batch", LIVE)] == ["spot"]
     assert w.store.failures.history(0.0).spot_waits == []
+
+
+async def test_ten_fallbacks_are_handed_back_in_parallel_within_the_disruption_budget(make_world) -> None:
+    # Default budget: a quarter of the tier (10 -> 2) hand-backs at once, each make-before-break; machines
+    # take 2 minutes to serve (one at a time took 21 minutes).
+    spec = tier(capacity="spot", fallback="on-demand", max=16)
+    w: World = make_world(tiers_yaml({"batch": spec}), provision_delay_min=120.0, provision_delay_max=120.0)
+    w.cloud.set_capacity("H100-SXM5-80GB", 0, capacity=Capacity.SPOT)
+    w.target("batch", 10)
+    await w.run(10, step=25.0)
+    assert len(w.rows("batch", ("ready",))) == 10
+    w.script.targets.clear()
+    w.cloud.set_capacity("H100-SXM5-80GB", 100, capacity=Capacity.SPOT)
+    w.clock.advance(200)  # the offers cache refreshes: spot is back from here
+    back_at = w.clock.now()
+    peak, done_at = 0, None
+    for _ in range(120):  # up to 50 minutes of 25 s ticks
+        await w.run()
+        live = await w.cloud_live()
+        peak = max(peak, len(live))
+        ready = w.rows("batch", ("ready",))
+        if len(ready) == 10 and {r.capacity for r in ready} == {"spot"} and len(live) == 10:
+            done_at = w.clock.now()
+            break
+        w.clock.advance(25)
+    assert done_at is not None, "the fallbacks were never all handed back"
+    assert done_at - back_at <= 15 * 60, f"handed back after {(done_at - back_at) / 60:.1f} min"
+    assert peak == 12  # desired 10 + 2 hand-backs at once, never more
+    ready = [r for r in w.rows("batch") if r.state == "ready"]
+    assert len(ready) == 10
+
+
+async def test_max_disrupted_sets_how_many_fallbacks_are_handed_back_at_once(make_world) -> None:
+    spec = tier(capacity="spot", fallback="on-demand", max=16, max_disrupted=4)
+    w: World = make_world(tiers_yaml({"batch": spec}))
+    w.cloud.set_capacity("H100-SXM5-80GB", 0, capacity=Capacity.SPOT)
+    await _ready_fleet(w, "batch", 8)
+    w.cloud.set_capacity("H100-SXM5-80GB", 100, capacity=Capacity.SPOT)
+    w.clock.advance(200)
+    peak = await _run_tracking_peak(w, 40)
+    live = [r for r in w.rows("batch") if r.state in LIVE]
+    assert len(live) == 8 and {r.capacity for r in live} == {"spot"}
+    assert peak == 12  # desired 8 + 4 hand-backs at once

@@ -112,3 +112,46 @@ def test_cloud_section_errors_name_the_field() -> None:
         )
     with pytest.raises(WorkloadError, match=r"cloud.capacity: unknown GPU 'Z9'"):
         parse_workload("tiers: {a: {kind: poisson, rate: 1}}\ncloud: {capacity: {Z9: {spot: 0}}}", "w.yaml")
+
+
+TWO_ACCOUNTS = """
+tiers:
+  jobs:
+    capacity: on-demand
+    gpu: H100-SXM5-80GB
+    providers: [sim-a, sim-b]
+    min: 0
+    max: 8
+    policy: {kind: scale-to-zero, queue_per_instance: 8, activate_after: 30s, idle_after: 5m}
+providers:
+  sim-a: {type: simulated}
+  sim-b: {type: simulated}
+"""
+
+
+def test_two_simulated_accounts_never_share_an_instance_id() -> None:
+    # Two machines per region and account: the burst's 8 machines split 4 and 4 between the accounts.
+    workload = """
+seed: 2
+duration: 40m
+warmup: cold
+tiers:
+  jobs:
+    kind: batch
+    bursts: [{at: 1m, tasks: 400, over: 1m}]
+    task_time: {mean: 90s, cv: 0.4}
+    concurrency: 8
+    wait_target: 15m
+cloud:
+  provision_delay: [2m, 4m]
+  capacity: {H100-SXM5-80GB: {on-demand: 2}}
+"""
+    result = simulate(
+        parse_config(TWO_ACCOUNTS), TWO_ACCOUNTS, parse_workload(workload), options=RunOptions(baselines=False)
+    )
+    assert result.store is not None
+    with result.store.sessions() as s:
+        rows = list(s.scalars(select(InstanceRecord)).all())
+    assert {r.provider for r in rows} == {"sim-a", "sim-b"} and len(rows) == 8
+    assert len({r.provider_id for r in rows}) == 8
+    assert result.report.tiers["jobs"].peak_instances == 8  # all 8 billed machines served (was 4: ids collided)
