@@ -138,7 +138,7 @@ def serving_tier(hw: Hardware, top: int, ttft_ms: int, max_model_len: int | None
     if hw.gpu_count > 1:
         tier["gpu_count"] = hw.gpu_count
     tier |= {"providers": ["simulated"], "min": 1, "max": top,
-             "policy": {"kind": "min-floor", "floor": 2, "ttft_p95_max": f"{ttft_ms}ms"}}  # fmt: skip
+             "policy": {"kind": "min-floor", "floor": 2, "ttft_max": f"{ttft_ms}ms"}}  # fmt: skip
     serving: dict[str, Any] = {}
     if hw.model != LLAMA_8B:
         serving["model"] = hw.model
