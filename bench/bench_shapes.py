@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))  # `bench.shapes` and `bench.skyserve.policy` (the
 from bench.bench_equal_slo import peer_runner  # noqa: E402
 from bench.shapes import FAMILIES, GPUS, SCALES, ShapeError, generate  # noqa: E402
 from scalectl.simulator.baselines import BaselineSettings  # noqa: E402
+from scalectl.simulator.boots import Boots  # noqa: E402
 from scalectl.simulator.capacity import capacity_for  # noqa: E402
 from scalectl.simulator.controller_run import RunOptions, models_for, simulate  # noqa: E402
 from scalectl.simulator.report import pct  # noqa: E402
@@ -80,9 +81,9 @@ def _skyserve_grid(
     model = models[tier]
     assert model.profile is not None
     qps = capacity_for(model.profile, model.load, workload).rate
-    low, high = workload.cloud.provision_delay
     spec = config.tiers[tier]
-    cfg = BaselineSettings(provisioning_delay_s=(low + high) / 2, slo_goal=SLO_GOAL,
+    boots = Boots.of(config, [tier], workload.cloud)  # the run's boot model, as `simulate` gives its baselines
+    cfg = BaselineSettings(boots=boots.tiers(), warmup_boot_s=boots.longest_s(), slo_goal=SLO_GOAL,
                            bounds={tier: (spec.min, spec.max)}, drain_timeout_s={tier: spec.drain_timeout})  # fmt: skip
     run = peer_runner("skyserve", workload, models, cfg)
     trials: list[dict[str, Any]] = []
