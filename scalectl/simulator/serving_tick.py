@@ -15,6 +15,7 @@ A request whose prompt and output exceed ``max_model_len`` is refused on arrival
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from dataclasses import dataclass
 
@@ -362,9 +363,15 @@ def _step_limited(
     holding = np.flatnonzero(on_slot & admitted)
     holding = holding[np.argsort(first[holding], kind="stable")]
     # The running sequences, in admission order, with when each ends: a dict keeps both (insertion order,
-    # the last admitted popped first), and the next finish is a min over its values. A list scanned with
-    # numpy scalar reads at every event cost most of a peak hour's fleet model.
+    # the last admitted popped first). A list scanned with numpy scalar reads at every event (who finished,
+    # the next finish) cost most of a peak hour's fleet model.
     run: dict[int, float] = {i: float(end[i]) for i in holding.tolist()}
+    # The next finish: a heap of (end, serial, sequence); an entry is stale once its sequence finished or was
+    # preempted (its serial no longer the one ``serials`` holds). A min over ``run`` at each event cost as much.
+    serials = {i: k for k, i in enumerate(run)}
+    ending = [(e, k, i) for k, (i, e) in enumerate(run.items())]
+    heapq.heapify(ending)
+    serial = len(serials)
     start = {i: max(float(first[i]) - t0, 0.0) for i in run}  # decoding (re)starts: tokens grow from here
     held0 = {i: float(context[i]) for i in run}  # tokens held at start[i]
     queue: deque[int] = deque(np.flatnonzero(on_slot & candidates)[np.argsort(d[on_slot & candidates, COL_T],
@@ -404,11 +411,16 @@ def _step_limited(
         times = np.repeat(nxt, n) + period * (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
         return float(np.partition(times, spare)[spare])
 
+    def next_end() -> float:
+        while ending and serials.get(ending[0][2]) != ending[0][1]:
+            heapq.heappop(ending)
+        return ending[0][0] if ending else np.inf
+
     while True:
-        if run and min(run.values()) <= tau:
-            for i in [i for i, e in run.items() if e <= tau]:  # finished: their blocks go back
-                del run[i]
-                ceiling -= float(final_blocks[i])
+        while next_end() <= tau:  # finished: their blocks go back
+            _, _, i = heapq.heappop(ending)
+            del run[i], serials[i]
+            ceiling -= float(final_blocks[i])
         # A step that preempted admits nobody (V1 schedules the waiting queue only when nothing was preempted).
         while queue and arrive[queue[0]] <= tau and len(run) < cap_seqs and tau > preempted_at:
             i = queue[0]
@@ -426,9 +438,12 @@ def _step_limited(
             if np.isnan(ttft_time[i]):
                 ttft_time[i] = f + t0
             run[i] = float(end[i])
+            serials[i] = serial
+            heapq.heappush(ending, (run[i], serial, i))
+            serial += 1
             start[i], held0[i] = f, float(context[i])
             ceiling += float(final_blocks[i])
-        finish = min(run.values(), default=np.inf)
+        finish = next_end()
         coming = float(arrive[queue[0]]) if queue and arrive[queue[0]] > tau else np.inf
         horizon = min(finish, coming, span)
         full = block_full(tau, horizon)
@@ -439,6 +454,7 @@ def _step_limited(
             continue
         tau = full
         victim, _ = run.popitem()  # the most recently admitted sequence
+        del serials[victim]
         ceiling -= float(final_blocks[victim])
         made = r * min(max(tau - start[victim], 0.0), float(end[victim]) - start[victim])
         remaining[victim] -= made
