@@ -15,6 +15,7 @@ A request whose prompt and output exceed ``max_model_len`` is refused on arrival
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from dataclasses import dataclass
 
@@ -361,13 +362,22 @@ def _step_limited(
     # The running sequences in admission order (the carried ones by when their decoding started).
     holding = np.flatnonzero(on_slot & admitted)
     holding = holding[np.argsort(first[holding], kind="stable")]
-    run: list[int] = holding.tolist()
+    # The running sequences, in admission order, with when each ends: a dict keeps both (insertion order,
+    # the last admitted popped first). A list scanned with numpy scalar reads at every event (who finished,
+    # the next finish) cost most of a peak hour's fleet model.
+    run: dict[int, float] = {i: float(end[i]) for i in holding.tolist()}
+    # The next finish: a heap of (end, serial, sequence); an entry is stale once its sequence finished or was
+    # preempted (its serial no longer the one ``serials`` holds). A min over ``run`` at each event cost as much.
+    serials = {i: k for k, i in enumerate(run)}
+    ending = [(e, k, i) for k, (i, e) in enumerate(run.items())]
+    heapq.heapify(ending)
+    serial = len(serials)
     start = {i: max(float(first[i]) - t0, 0.0) for i in run}  # decoding (re)starts: tokens grow from here
     held0 = {i: float(context[i]) for i in run}  # tokens held at start[i]
     queue: deque[int] = deque(np.flatnonzero(on_slot & candidates)[np.argsort(d[on_slot & candidates, COL_T],
                                                                           kind="stable")].tolist())  # fmt: skip
     arrive = np.maximum(d[:, COL_T] - t0, 0.0)
-    ceiling = float(final_blocks[run].sum())  # blocks the running sequences hold once they are done
+    ceiling = float(final_blocks[holding].sum())  # blocks the running sequences hold once they are done
     preempted = 0
     tau, preempted_at = 0.0, -np.inf
 
@@ -375,9 +385,10 @@ def _step_limited(
         """Blocks the running sequences hold at ``at``."""
         if not run:
             return 0.0
-        idx = np.asarray(run)
-        s0 = np.array([start[i] for i in run])
-        h = np.array([held0[i] for i in run]) + r * np.clip(at - s0, 0.0, end[idx] - s0)
+        n_run = len(run)
+        s0 = np.fromiter(map(start.__getitem__, run), np.float64, n_run)
+        h0 = np.fromiter(map(held0.__getitem__, run), np.float64, n_run)
+        h = h0 + r * np.clip(at - s0, 0.0, np.fromiter(run.values(), np.float64, n_run) - s0)
         return float(np.ceil(h / BLOCK_TOKENS).sum())
 
     def block_full(at: float, until: float) -> float:
@@ -385,14 +396,14 @@ def _step_limited(
         if ceiling <= cap_blocks or not run:
             return np.inf
         spare = int(cap_blocks - used(at))
-        idx = np.asarray(run)
-        s0 = np.array([start[i] for i in run])
-        h0 = np.array([held0[i] for i in run])
+        n_run = len(run)
+        s0 = np.fromiter(map(start.__getitem__, run), np.float64, n_run)
+        h0 = np.fromiter(map(held0.__getitem__, run), np.float64, n_run)
         now = h0 + r * np.maximum(at - s0, 0.0)
         # The next crossing of each sequence: when its tokens pass the blocks it holds; then one per block.
         nxt = s0 + (np.ceil(now / BLOCK_TOKENS) * BLOCK_TOKENS - h0) / r
         nxt = np.maximum(nxt, np.maximum(s0, at))
-        stop = np.minimum(end[idx], until)
+        stop = np.minimum(np.fromiter(run.values(), np.float64, n_run), until)
         period = BLOCK_TOKENS / r
         n = np.where(nxt < stop, np.ceil((stop - nxt) / period), 0.0).astype(np.int64)
         if int(n.sum()) <= spare:
@@ -400,9 +411,15 @@ def _step_limited(
         times = np.repeat(nxt, n) + period * (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
         return float(np.partition(times, spare)[spare])
 
+    def next_end() -> float:
+        while ending and serials.get(ending[0][2]) != ending[0][1]:
+            heapq.heappop(ending)
+        return ending[0][0] if ending else np.inf
+
     while True:
-        for i in [i for i in run if end[i] <= tau]:  # finished: their blocks go back
-            run.remove(i)
+        while next_end() <= tau:  # finished: their blocks go back
+            _, _, i = heapq.heappop(ending)
+            del run[i], serials[i]
             ceiling -= float(final_blocks[i])
         # A step that preempted admits nobody (V1 schedules the waiting queue only when nothing was preempted).
         while queue and arrive[queue[0]] <= tau and len(run) < cap_seqs and tau > preempted_at:
@@ -420,10 +437,13 @@ def _step_limited(
             first[i], end[i], served[i], admitted[i] = f + t0, f + float(remaining[i]) / r, extra, True
             if np.isnan(ttft_time[i]):
                 ttft_time[i] = f + t0
-            run.append(i)
+            run[i] = float(end[i])
+            serials[i] = serial
+            heapq.heappush(ending, (run[i], serial, i))
+            serial += 1
             start[i], held0[i] = f, float(context[i])
             ceiling += float(final_blocks[i])
-        finish = min((float(end[i]) for i in run), default=np.inf)
+        finish = next_end()
         coming = float(arrive[queue[0]]) if queue and arrive[queue[0]] > tau else np.inf
         horizon = min(finish, coming, span)
         full = block_full(tau, horizon)
@@ -433,7 +453,8 @@ def _step_limited(
             tau = horizon
             continue
         tau = full
-        victim = run.pop()  # the most recently admitted sequence
+        victim, _ = run.popitem()  # the most recently admitted sequence
+        del serials[victim]
         ceiling -= float(final_blocks[victim])
         made = r * min(max(tau - start[victim], 0.0), float(end[victim]) - start[victim])
         remaining[victim] -= made

@@ -80,3 +80,31 @@ def test_a_sole_writer_reads_the_rows_once_until_they_change() -> None:
         uow.commit()
     assert _live(store) == [("a", "ready")]
     assert len(selects) == 2
+
+
+@pytest.mark.parametrize("sole_writer", [True, False])
+def test_held_ids_read_what_is_stored_and_a_sole_writer_reads_them_from_the_kept_rows(sole_writer: bool) -> None:
+    store = _store(sole_writer=sole_writer)
+    selects: list[str] = []
+
+    @event.listens_for(store.engine, "before_cursor_execute")
+    def _seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and "FROM instances" in statement:
+            selects.append(statement)
+
+    with store.unit_of_work() as uow:
+        for key in ("a", "b", "c"):
+            uow.instances.add(_intent(key))
+        uow.commit()
+    with store.unit_of_work() as uow:
+        a, _b, c = sorted(uow.instances.live(), key=lambda i: i.key)
+        a.provider_id = "pa"
+        c.end(InstanceState.FAILED, 5.0, "lost", "lost")
+        uow.commit()
+    with store.unit_of_work() as uow:
+        uow.instances.live()
+        before = len(selects)
+        held = uow.instances.held_ids(["a", "b", "c", "z"])
+        reads = len(selects) - before
+    assert held == {"a": "pa", "b": None}  # an ended row holds nothing; an unknown key is absent
+    assert reads == (0 if sole_writer else 1)
