@@ -35,6 +35,7 @@ from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
 from scalectl.sizing.server import ServerDescription
 
 _STATUS = {s.value: s for s in InstanceStatus if s is not InstanceStatus.UNKNOWN}
+_CAPACITY = {c.value: c for c in Capacity}  # a dict lookup: the enum's call costs more, per instance listed
 
 DrawsFor = Callable[[str], random.Random]  # instance key -> the random stream its delays are drawn from
 # (launch, the instance's random stream) -> seconds from create until (the machine is up, its server answers)
@@ -310,12 +311,12 @@ class SimulatedCloud:
             provider=self.name,
             provider_id=inst.provider_id,
             key=inst.key if inst.tier else None,
-            status=map_status(inst.status, _STATUS),
+            status=_STATUS.get(inst.status) or map_status(inst.status, _STATUS),
             raw_status=inst.status,
             gpu=inst.gpu,
             gpu_count=inst.gpu_count,
             region=inst.region,
-            capacity=Capacity(inst.capacity),
+            capacity=_CAPACITY.get(inst.capacity) or Capacity(inst.capacity),
             price_per_hour=inst.price_per_hour,
             address=self._address_of(inst.provider_id) if self._address_of else None,
             created_at=inst.created_at,
