@@ -23,6 +23,8 @@ def unreplaced_notices(instances: Sequence[Instance]) -> list[Instance]:
     """Warned instances with no replacement yet. A replacement is a counted instance created at or after
     the warned one began draining; each replaces one warned instance, oldest warning first."""
     warned = sorted(noticed(instances), key=lambda i: i.drain_started_at or i.updated_at)
+    if not warned:  # the usual case: nothing to match, and the tick asks for every tier
+        return []
     newer = sorted((i.created_at for i in instances if i.counted), reverse=True)
     unreplaced: list[Instance] = []
     for inst in reversed(warned):  # the newest warnings take the newest instances

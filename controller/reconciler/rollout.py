@@ -30,7 +30,7 @@ def drifted(instances: Sequence[Instance], current_hash: str) -> list[Instance]:
     """Counted instances launched with another server (oldest first). Rows from before hashes were kept
     (``server_hash`` None) are taken as current: nothing says otherwise, and replacing a whole fleet on an
     upgrade would be a surprise."""
-    found = [i for i in instances if i.counted and i.server_hash is not None and i.server_hash != current_hash]
+    found = [i for i in instances if i.server_hash is not None and i.server_hash != current_hash and i.counted]
     return sorted(found, key=lambda i: i.created_at)
 
 

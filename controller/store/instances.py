@@ -34,7 +34,8 @@ class FleetShare:
 @functools.cache
 def live_instances_query() -> Select[Any]:
     # Built once: the daemon asks every tick, and building the IN clause costs more than running it.
-    # Plain columns, not ORM rows: the tick maps them onto entities and writes back only what changed.
+    # Plain columns, not ORM rows: the tick maps them onto entities and writes back only what changed. Run
+    # on the session's connection (Core), not the session: the ORM's result layer adds work per row.
     columns = InstanceRecord.__table__.c
     return select(*(columns[name] for name in _FIELDS)).where(columns["state"].in_(LIVE_STATES))
 
@@ -116,9 +117,9 @@ class InstanceRepository:
             query = live_instances_query()
             if tiers is not None:
                 query = query.where(InstanceRecord.tier.in_(sorted(tiers)))
-            return list(self._session.execute(query).all())
+            return list(self._session.connection().execute(query).all())
         if cache.rows is None:
-            cache.rows = list(self._session.execute(live_instances_query()).all())
+            cache.rows = list(self._session.connection().execute(live_instances_query()).all())
         return cache.rows if tiers is None else [row for row in cache.rows if row[_TIER_AT] in tiers]
 
     def _kept_live_rows(self) -> list[Any] | None:
@@ -148,18 +149,16 @@ class InstanceRepository:
         """For each of ``keys`` with a live row, the provider id that row holds (None: none adopted yet), as
         stored now: garbage collection keeps that instance and no other under the key."""
         self.flush()
-        wanted = list(keys)
+        wanted = set(keys)
         kept = self._kept_live_rows()
         if kept is not None:  # a sole writer's kept rows hold the answer (the query cost a quarter of a busy slice)
-            wanted_set = set(wanted)
-            return {row[_KEY_AT]: row[_PROVIDER_ID_AT] for row in kept if row[_KEY_AT] in wanted_set}
-        found: dict[str, str | None] = {}
-        for i in range(0, len(wanted), 500):
-            query = select(InstanceRecord.key, InstanceRecord.provider_id).where(
-                InstanceRecord.key.in_(wanted[i : i + 500]), InstanceRecord.state.in_(LIVE_STATES)
-            )
-            found.update({key: provider_id for key, provider_id in self._session.execute(query)})
-        return found
+            return {row[_KEY_AT]: row[_PROVIDER_ID_AT] for row in kept if row[_KEY_AT] in wanted}
+        # One read of every live row's (key, provider id) on the session's connection: the keys asked are
+        # nearly all of them (every listed instance under a live key), where one IN query per 500 keys
+        # through the ORM built and bound 20 statements a tick at 10,000 instances.
+        query = select(InstanceRecord.key, InstanceRecord.provider_id).where(InstanceRecord.state.in_(LIVE_STATES))
+        rows = self._session.connection().execute(query).all()
+        return {key: provider_id for key, provider_id in rows if key in wanted}
 
     def stored_states(self, keys: Iterable[str]) -> dict[str, str]:
         """The state of each of ``keys`` that a stored row (live or ended) has, as stored now — rows other

@@ -120,7 +120,8 @@ class Instance:
     def counted(self) -> bool:
         """Counts toward the tier's size: not draining, and not a surge that is not ready yet (a surge
         replaces a fallback instance; it only counts once it can take the other's place)."""
-        return is_counted(self.state, surge=self.surge)
+        state = self.state  # is_counted, inline: the tick asks this of every instance several times
+        return state in COUNTED and not (self.surge and state is not InstanceState.READY)
 
     def cost_until(self, end: float) -> float:
         """Dollars billed from launch to ``end`` (per-second billing)."""

@@ -29,6 +29,7 @@ def endpoint_base(endpoint: str) -> str:
     return base.rstrip("/")
 
 
+_URLS_KEPT = 50_000
 _HEADERS = {"Accept": "text/plain", "Accept-Encoding": "gzip", "User-Agent": "scalectl"}
 
 
@@ -52,6 +53,7 @@ class VllmScraper:
         self._timeout = timeout
         self._slots = asyncio.Semaphore(concurrency)
         self._timeouts = httpx.Timeout(timeout).as_dict()
+        self._urls: dict[str, httpx.URL] = {}  # parsed once per endpoint, not on every scrape
 
     async def scrape(self, endpoints: Sequence[str], path: str = "/metrics") -> list[ScrapeResult]:
         return list(await asyncio.gather(*(self._one(e, path) for e in endpoints)))
@@ -81,7 +83,12 @@ class VllmScraper:
                 if self._transport is None:
                     response = await self._client.get(url, headers=_HEADERS)
                 else:
-                    request = httpx.Request("GET", url, headers=_HEADERS, extensions={"timeout": self._timeouts})
+                    parsed = self._urls.get(url)
+                    if parsed is None:
+                        if len(self._urls) >= _URLS_KEPT:  # endpoints come and go: start again, as a cache may
+                            self._urls.clear()
+                        parsed = self._urls[url] = httpx.URL(url)
+                    request = httpx.Request("GET", parsed, headers=_HEADERS, extensions={"timeout": self._timeouts})
                     response = await self._transport.handle_async_request(request)
                     try:
                         await response.aread()
@@ -89,12 +96,20 @@ class VllmScraper:
                         await response.aclose()
                     response.request = request
                 response.raise_for_status()
-                return response.text
+                return _text(response)
             except httpx.RemoteProtocolError:
                 # The server closed an idle kept-alive connection as we reused it: one fresh try.
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+
+def _text(response: httpx.Response) -> str:
+    """``response.text`` without its charset detection when the body has no charset named (the text format
+    is UTF-8): working out the encoding cost as much as reading the headers."""
+    if "charset" in response.headers.get("content-type", "").lower():
+        return response.text
+    return response.content.decode("utf-8", errors="replace")
 
 
 def display(endpoint: str) -> str:
