@@ -35,6 +35,7 @@ class FakeStore:
         engine = make_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
         Base.metadata.create_all(engine, tables=[WebhookSeen.__table__])  # type: ignore[list-item]
         self.sessions = make_sessionmaker(engine)
+        self.failures = self  # the store's failure concern (``store.failures.mark_notice``) is this fake too
 
     def mark_notice(self, provider: str, provider_id: str | None, key: str | None, now: float) -> str | None:
         self.marked.append((provider, provider_id, key, now))
