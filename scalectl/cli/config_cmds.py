@@ -14,7 +14,7 @@ from scalectl.cli.context import open_store, settings, user_errors
 from scalectl.cli.files import chosen_file, file_option, old_spelling
 from scalectl.cli.output import EXIT_DIFF, EXIT_OK, Format, OutputOption, emit
 from scalectl.clocks import SystemClock
-from scalectl.controller.store.repository import diff_config
+from scalectl.controller.store.repository import Store, diff_config
 from scalectl.sources.redact import mask_secrets
 from scalectl.tiers.config import FleetConfig, load_config, model_warnings
 
@@ -31,6 +31,16 @@ def _warn(fleet: FleetConfig, source: Path) -> None:
         typer.echo(f"warning: {warning}", err=True)
 
 
+def _checked(file: Path | None, filename_: Path | None) -> tuple[Path, FleetConfig, str, Store]:
+    """What `apply` and `diff` start from: the file they were given, validated (warnings printed), and the
+    store it is compared with."""
+    filename = chosen_file(file, filename_)
+    assert filename is not None
+    fleet, text = load_config(filename)
+    _warn(fleet, filename)
+    return filename, fleet, text, open_store(settings())
+
+
 def register(app: typer.Typer) -> None:
     get_app = typer.Typer(help="List resources.", no_args_is_help=True)
     app.add_typer(get_app, name="get")
@@ -42,12 +52,8 @@ def register(app: typer.Typer) -> None:
         filename_: Path | None = old_spelling("--filename"),
     ) -> None:
         """Validate a tiers file and store it as a new configuration version (only if it changed)."""
-        filename = chosen_file(file, filename_)
-        assert filename is not None
         with user_errors():
-            fleet, text = load_config(filename)
-            _warn(fleet, filename)
-            store = open_store(settings())
+            filename, fleet, text, store = _checked(file, filename_)
             version, changes = store.config.apply(fleet, text, str(filename), SystemClock().now())
         rows = [{"tier": c.tier, "change": c.change} for c in changes]
         if output is Format.table:
@@ -68,12 +74,8 @@ def register(app: typer.Typer) -> None:
         filename_: Path | None = old_spelling("--filename"),
     ) -> None:
         """Show what `apply` would change. Exit 0: no changes; 3: there are changes; 2: invalid file."""
-        filename = chosen_file(file, filename_)
-        assert filename is not None
         with user_errors():
-            fleet, _ = load_config(filename)
-            _warn(fleet, filename)
-            store = open_store(settings())
+            filename, fleet, _, store = _checked(file, filename_)
             changes = diff_config(store.config.tier_specs(), fleet)
         changed = [c for c in changes if c.change != "unchanged"]
         if output is Format.table:
