@@ -34,11 +34,18 @@ def _masked(text: str, storage: str) -> str:
 OPEN_ATTEMPTS = 3
 
 
+# PostgreSQL's codes for "another worker made it first": a duplicate key, table (a ProgrammingError, not an
+# IntegrityError, in SQLAlchemy) or object such as an enum type.
+RACE_SQLSTATES = frozenset({"23505", "42P07", "42710"})
+
+
 def _a_race(exc: Exception) -> bool:
     """Another worker created the same tables, type or study first."""
-    from sqlalchemy.exc import IntegrityError
+    from sqlalchemy.exc import DBAPIError, IntegrityError
 
-    return isinstance(exc, IntegrityError) or type(exc).__name__ == "DuplicatedStudyError"
+    if isinstance(exc, IntegrityError) or type(exc).__name__ == "DuplicatedStudyError":
+        return True
+    return isinstance(exc, DBAPIError) and getattr(exc.orig, "sqlstate", None) in RACE_SQLSTATES
 
 
 def shared_study(storage: str, name: str, tier: str, slo_target: float, seed: int) -> Any:
