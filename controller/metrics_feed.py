@@ -63,7 +63,7 @@ def _either(rules: Any, policy: Any, *names: str) -> Any:
 def held_ttft(spec: TierSpec | None, values: Mapping[str, float | None]) -> float | None:
     """The TTFT at the quantile the tier's policy holds (p99 unless ``ttft_quantile`` says otherwise)."""
     quantile = _either(getattr(spec.policy, "reactive", None), spec.policy, "ttft_quantile") if spec else None
-    key = {0.5: "ttft_p50_s", 0.95: "ttft_p95_s", 0.99: "ttft_p99_s"}.get(float(quantile or 0.99), "ttft_p99_s")
+    key = {0.95: "ttft_p95_s", 0.99: "ttft_p99_s"}.get(float(quantile or 0.99), "ttft_p99_s")  # TTFT_QUANTILES
     return values.get(key)
 
 
