@@ -205,7 +205,8 @@ class DaemonMetrics:
             self.ticks.labels(outcome)
         self.capacity = Gauge(
             "scalectl_tier_capacity_per_instance",
-            "Requests in flight one instance serves at the TTFT target (prior, refined from the fleet's TTFT)",
+            "What one instance serves at the TTFT target in the tier's first measure (req/s; tasks in flight for a"
+            " queue): the prior and what sizing uses (learned from the fleet's TTFT)",
             ["tier", "source"],
             registry=r,
         )
@@ -304,8 +305,8 @@ class DaemonMetrics:
                 continue
             state = states.get(tier, (PolicyState(), 0))[0]
             view = learned_capacity(spec, state)
-            if view is not None:
-                self.capacity.labels(tier, "prior").set(view["prior"])
+            if view is not None and view["capacity_per_instance"] is not None:  # unknown is absent, never 0
+                self.capacity.labels(tier, "prior").set(view["capacity_prior_per_instance"])
                 self.capacity.labels(tier, "used").set(view["capacity_per_instance"])
             batch_view = learned_batch(spec, state)
             if batch_view is not None:

@@ -1,5 +1,5 @@
-"""Minimum-floor policy: a warm floor, and either target tracking (``mode: target``, the default:
-policies/tracking.py) or the threshold rules below (``mode: thresholds``).
+"""Minimum-floor policy: a warm floor, and either the decision core (``mode: target``, the default:
+policies/target.py) or the threshold rules below (``mode: thresholds``).
 
 The same rules, with a floor of 0, are the reactive part of the predictive policy (``evaluate``).
 
@@ -29,7 +29,7 @@ to max(floor, ceil(peak depth / qpi)). The ``below`` clock then restarts.
 
 from __future__ import annotations
 
-from scalectl.policies import tracking
+from scalectl.policies import target as target_mode
 from scalectl.policies.common import ceil_count, dur, latency, num
 from scalectl.policies.spec import MinFloorPolicy, ReactiveRules
 from scalectl.policies.types import Decision, PolicyInput, PolicyState
@@ -48,7 +48,7 @@ def in_flight_of(inp: PolicyInput) -> float | None:
 
 def decide(spec: MinFloorPolicy, inp: PolicyInput) -> Decision:
     if spec.mode == "target":
-        return tracking.evaluate(spec, spec.floor, inp)
+        return target_mode.evaluate(spec, spec.floor, inp)
     return evaluate(spec, spec.floor, inp)
 
 

@@ -3,12 +3,13 @@
 desired = max(schedule, forecast, reactive):
 
 - schedule: each window covering now (from ``lead_time`` before its start until its end) asks
-  ceil(instances × (1 + headroom)).
-- forecast: predicted = the peak demand recorded one period ago over [now − period, now − period +
-  lead_time + horizon], the highest over the configured periods. Target tracking records load, and asks
-  ceil(predicted load ÷ (capacity × target utilisation)) (the utilisation is its headroom); ``mode:
-  thresholds`` records instances and asks ceil(predicted × (1 + headroom)).
-- reactive: the rules in ``reactive:`` with floor 0 (the tier ``min`` is applied by clamp).
+  ceil(instances × (1 + headroom)). A window opened ahead of its start stays open until it starts.
+- reactive, ``mode: target`` (the default): the decision core (policies/target.py) with floor 0 (the tier
+  ``min`` is applied by clamp). It forecasts the tier's own daily and weekly seasons and recurring periods
+  from its history, so ``forecast:`` adds nothing to it.
+- ``mode: thresholds``: the threshold rules, and a forecast: predicted = the peak demand (instances the
+  rules asked for) recorded one period ago over [now − period, now − period + lead_time + horizon], the
+  highest over the configured periods; it asks ceil(predicted × (1 + headroom)).
 
 ``lead_time`` unset: the tier's measured create→ready time (``PolicyInput.boot_time``), 5 minutes until
 a launch has been measured.
@@ -21,9 +22,11 @@ coupling: its stabilisation window and the max() do the same.
 
 from __future__ import annotations
 
-from scalectl.policies import min_floor, tracking
+from dataclasses import replace
+
+from scalectl.policies import min_floor
+from scalectl.policies import target as target_mode
 from scalectl.policies.common import ceil_count, dur, num
-from scalectl.policies.load import UNIT
 from scalectl.policies.schedule import active_window
 from scalectl.policies.spec import PredictivePolicy
 from scalectl.policies.types import Decision, PolicyInput
@@ -38,8 +41,18 @@ def lead_time_of(spec: PredictivePolicy, boot_time: float | None) -> float:
     return boot_time if boot_time is not None else DEFAULT_LEAD_TIME_S
 
 
-def _schedule_ask(spec: PredictivePolicy, now: float, lead_time: float) -> tuple[int, str | None]:
-    best, text = 0, None
+OPENED = "schedule.opened"  # the start of the latest window the plan opened ahead of
+
+
+def _schedule_ask(spec: PredictivePolicy, inp: PolicyInput, lead_time: float) -> tuple[int, str | None, float | None]:
+    """What the schedule windows covering now ask, and the start of the one opened ahead of time (kept in
+    the state): a window once opened stays open until it starts, whatever the lead becomes meanwhile. A
+    faster boot measured in between would otherwise close it again and retire what it started."""
+    now = inp.now
+    opened = inp.state.learned.get(OPENED)
+    if opened is not None and opened > now:
+        lead_time = max(lead_time, opened - now)
+    best, text, start = 0, None, None
     factor = 1 + spec.headroom
     for window in spec.schedule:
         hit = active_window(window, now, lead_time)
@@ -51,7 +64,15 @@ def _schedule_ask(spec: PredictivePolicy, now: float, lead_time: float) -> tuple
             if now < hit.start:
                 when += f", starts in {dur(hit.start - now)}"
             best, text = ask, f'schedule "{window.cron}" ({when}): {window.instances} × {factor:g} = {ask}'
-    return best, text
+            start = hit.start if now < hit.start else None
+    return best, text, start
+
+
+def _with_opened(decision: Decision, start: float | None) -> Decision:
+    learned = {k: v for k, v in decision.state.learned.items() if k != OPENED}
+    if start is not None:
+        learned[OPENED] = start
+    return replace(decision, state=replace(decision.state, learned=learned))
 
 
 def _forecast_ask(spec: PredictivePolicy, inp: PolicyInput) -> tuple[int, str | None]:
@@ -66,40 +87,22 @@ def _forecast_ask(spec: PredictivePolicy, inp: PolicyInput) -> tuple[int, str | 
     return ask, f"forecast: peak {num(predicted)} {dur(period)} ago × {factor:g} = {ask}"
 
 
-def _load_forecast_ask(spec: PredictivePolicy, inp: PolicyInput, reactive: Decision) -> tuple[int, str | None]:
-    if spec.forecast is None:
-        return 0, None
-    seen = [(inp.history.by_period[p], p) for p in spec.forecast.periods if p in inp.history.by_period]
-    if not seen:
-        return 0, "forecast: no load recorded one period ago yet"
-    cap = tracking.capacity_for(spec.reactive, inp, reactive.state)
-    if cap is None:
-        return 0, "forecast: capacity per instance unknown"
-    predicted, period = max(seen)
-    utilisation = spec.reactive.target_utilization
-    ask = ceil_count(predicted / (cap.per_instance * utilisation))
-    per = num(round(cap.per_instance, 1))
-    basis = f"{num(round(predicted, 1))} {UNIT} {dur(period)} ago ÷ ({per} × {utilisation:g})"
-    return ask, f"forecast: {basis} = {ask}"
-
-
-def _decide_tracking(spec: PredictivePolicy, inp: PolicyInput, lead: float) -> Decision:
-    scheduled, schedule_text = _schedule_ask(spec, inp.now, lead)
-    reactive = tracking.evaluate(spec.reactive, 0, inp)
-    forecast, forecast_text = _load_forecast_ask(spec, inp, reactive)
-    plan = max(scheduled, forecast)
-    plan_texts = [t for t in (schedule_text, forecast_text) if t] or ["no schedule window or forecast now"]
+def _decide_core(spec: PredictivePolicy, inp: PolicyInput, lead: float) -> Decision:
+    """The schedule beside the decision core, which forecasts the tier's own seasons and periods."""
+    plan, schedule_text, opened = _schedule_ask(spec, inp, lead)
+    reactive = target_mode.evaluate(spec.reactive, 0, inp)
+    plan_texts = [schedule_text or "no schedule window now"]
     desired = max(plan, reactive.desired)
     basis = reactive.reason.rsplit(" → ", 1)[0]
     reason = f"{'; '.join(plan_texts)}; reactive {reactive.desired}: {basis} → {desired}"
-    return Decision(desired, reason, reactive.state, reactive.demand)
+    return _with_opened(Decision(desired, reason, reactive.state, reactive.demand), opened)
 
 
 def decide(spec: PredictivePolicy, inp: PolicyInput) -> Decision:
     lead = lead_time_of(spec, inp.boot_time)
     if spec.reactive.mode == "target":
-        return _decide_tracking(spec, inp, lead)
-    scheduled, schedule_text = _schedule_ask(spec, inp.now, lead)
+        return _decide_core(spec, inp, lead)
+    scheduled, schedule_text, opened = _schedule_ask(spec, inp, lead)
     forecast, forecast_text = _forecast_ask(spec, inp)
     plan = max(scheduled, forecast)
     plan_texts = [t for t in (schedule_text, forecast_text) if t]
@@ -110,4 +113,4 @@ def decide(spec: PredictivePolicy, inp: PolicyInput) -> Decision:
         plan_texts.append("no schedule window or forecast now")
     basis = reactive.reason.rsplit(" → ", 1)[0]
     reason = f"{'; '.join(plan_texts)}; reactive {reactive.desired}: {basis} → {desired}"
-    return Decision(desired, reason, reactive.state, reactive.demand)
+    return _with_opened(Decision(desired, reason, reactive.state, reactive.demand), opened)

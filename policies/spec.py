@@ -29,12 +29,9 @@ THRESHOLD_ONLY = (
 # Fields only target tracking reads (`mode: target`, the default).
 TARGET_ONLY = frozenset(
     {
-        "target_utilization",
         "capacity",
         "learn_capacity",
         "stabilization",
-        "stabilization_max",
-        "tolerance",
         "idle_after",
         "scale_in_max_fraction",
         "scale_in_period",
@@ -45,6 +42,14 @@ TTFT_QUANTILES = (0.95, 0.99)  # the TTFT quantiles a tier's signals carry (p95,
 DEFAULT_TTFT_TARGET_S = 0.5  # user-facing agents: TTFT p95 < 500 ms
 
 
+# Settings of the rule-based target tracking that the decision core replaced (docs/decision-core.md): each is
+# refused with what took its place, so a file that sets one does not silently lose it.
+RETIRED = {
+    "target_utilization": "headroom now comes from each forecast's measured error (docs/decision-core.md)",
+    "tolerance": "the dead band is the scale-in window's highest need and each forecast's measured error",
+    "stabilization_max": "recurring bursts are predicted from the tier's history; `stabilization` is the window",
+    "hedge_launches": "the core sizes the need at the boot horizon instead of hedging launches",
+}
 # Old setting name -> new one. The old name is still read, with one warning per process.
 RENAMED = {"ttft_p95_max": "ttft_max"}
 _warned: set[str] = set()
@@ -52,8 +57,16 @@ log = logging.getLogger("scalectl.config")
 
 
 def renamed_settings(data: Any) -> Any:
-    """A policy block with its deprecated setting names replaced (both names given: a ValueError)."""
-    if not isinstance(data, dict) or not RENAMED.keys() & data.keys():
+    """A policy block with its deprecated setting names replaced (both names given: a ValueError); a retired
+    setting is a ValueError that says what replaced it."""
+    if not isinstance(data, dict):
+        return data
+    retired = sorted(RETIRED.keys() & data.keys())
+    if retired:
+        why = "; ".join(f"{name}: {RETIRED[name]}" for name in retired)
+        raise ValueError(f"{', '.join(retired)} no longer exist{'s' if len(retired) == 1 else ''}: remove "
+                         f"{'it' if len(retired) == 1 else 'them'} ({why})")  # fmt: skip
+    if not RENAMED.keys() & data.keys():
         return data
     data = dict(data)
     for old, new in RENAMED.items():
@@ -77,28 +90,13 @@ class ReactiveRules(_Strict):
 
     mode: Literal["target", "thresholds"] = "target"
     # -- target tracking ----------------------------------------------------------------------------
-    # Share of the capacity (requests in flight) the fleet is sized to. In flight grows faster than the
-    # arrival rate near the knee (bigger batches make every step slower), so 0.75 in flight is about 0.85
-    # of the rate an instance sustains: room for a burst while instances boot (docs/policies.md).
-    target_utilization: float = Field(0.75, gt=0, le=1, json_schema_extra=tunable(0.4, 0.95, step=0.05))
     # Load one instance carries at the TTFT target (requests in flight: running + waiting). None: the prior
     # from the KV-cache math (`scalectl plan`), refined from the fleet's own TTFT-vs-load observations.
     capacity: float | None = Field(None, gt=0)
     learn_capacity: bool = True
-    # While the tier is short now, launch as many again as the deficit and cancel the rest once the deficit
-    # serves: the first of twice as many boots land sooner. Off where a cancelled boot bills a full hour.
-    hedge_launches: bool = True
     stabilization: Duration = Field(
         300.0, json_schema_extra=tunable(60, 900, step=30)
     )  # scale in only to the highest need over this window
-    # The window doubles each time a scale-in is undone (the load came back past it and TTFT breached the
-    # target), up to this; bursts that come back after longer lulls, twice, set it to this; it shrinks back
-    # as scale-ins hold (policies/hysteresis.py).
-    # Set it to `stabilization` for a fixed window.
-    stabilization_max: Duration = Field(3600.0, json_schema_extra=tunable(300, 7200, step=300))
-    # Scale-in counts the load this much higher (HPA's tolerance): a load hovering at a boundary between two
-    # counts must not add and remove an instance every few minutes.
-    tolerance: float = Field(0.1, ge=0, le=1, json_schema_extra=tunable(0, 0.3, step=0.05))
     idle_after: Duration = Field(
         300.0, json_schema_extra=tunable(60, 1800, step=30)
     )  # no work at all this long: back to the floor at once
@@ -245,8 +243,14 @@ class PredictivePolicy(_Strict):
 
     @model_validator(mode="after")
     def _has_a_source(self) -> PredictivePolicy:
+        if self.forecast is not None and self.reactive.mode == "target":
+            raise ValueError(
+                "`forecast` applies to `reactive: {mode: thresholds}` only: in target mode (the default) the "
+                "decision core forecasts the tier's daily and weekly seasons and its recurring bursts from its own "
+                "history; remove `forecast`"
+            )
         if not self.schedule and self.forecast is None:
-            raise ValueError("a predictive policy needs a `schedule` list, a `forecast`, or both")
+            raise ValueError("a predictive policy needs a `schedule` list (or, with `mode: thresholds`, a `forecast`)")
         return self
 
 

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from scalectl.policies.core.pipeline import CoreState
+
 
 @dataclass(frozen=True, slots=True)
 class Signals:
@@ -57,9 +59,12 @@ class PolicyState:
     needs: tuple[tuple[float, float], ...] = ()
     # Learned figures that must survive restarts (capacity observations per load bin, launch times, …).
     learned: Mapping[str, float] = field(default_factory=dict)
+    # The decision core's memory (target mode): history bins, forecast errors, learned capacity, its window.
+    core: CoreState | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "core": None if self.core is None else self.core.to_dict(),
             "since": dict(self.since),
             "last_change": self.last_change,
             "last_desired": self.last_desired,
@@ -79,6 +84,7 @@ class PolicyState:
             peaks={str(k): float(v) for k, v in (data.get("peaks") or {}).items()},
             needs=tuple((float(t), float(n)) for t, n in (data.get("needs") or [])),
             learned={str(k): float(v) for k, v in (data.get("learned") or {}).items()},
+            core=CoreState.from_dict(data["core"]) if data.get("core") else None,
         )
 
     def with_condition(self, name: str, active: bool, now: float) -> PolicyState:

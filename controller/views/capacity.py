@@ -1,17 +1,21 @@
-"""What a tier's policy has learned, for `scalectl describe tier` and the daemon's /metrics: target tracking's
-capacity per instance, or a batch tier's task time, slots and rounds (``max_wait``)."""
+"""What a tier's policy has learned, for `scalectl describe tier` and the daemon's /metrics: target mode's
+capacity per instance per measure, or a batch tier's task time, slots and rounds (``max_wait``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from scalectl.policies import batch, hysteresis
+from scalectl.policies import batch
 from scalectl.policies.boot import boot_time, samples
-from scalectl.policies.capacity import SMALL_FLEET, estimate, service_time, small_fleet_capacity, summary
+from scalectl.policies.core.capacity import Capacity, estimate
+from scalectl.policies.core.pipeline import MeasureState
 from scalectl.policies.prior import capacity_prior, compute_prior
 from scalectl.policies.spec import ReactiveRules, ScaleToZeroPolicy
+from scalectl.policies.target import service_time
 from scalectl.policies.types import PolicyState
 from scalectl.tiers.config import TierSpec
+
+UNITS = {"requests": "req/s", "tokens": "tokens/s", "in flight": "in flight"}
 
 
 def tracking_rules(tier: TierSpec) -> ReactiveRules | None:
@@ -24,38 +28,47 @@ def tracking_rules(tier: TierSpec) -> ReactiveRules | None:
 
 
 def learned_capacity(tier: TierSpec, state: PolicyState) -> dict[str, Any] | None:
-    """Capacity per instance (prior, learned, clamped), service and boot times, the scale-in window; None
-    without target tracking."""
+    """What target mode (the decision core) sizes on, per measure: capacity per instance (prior, learned,
+    clamped, and why), the error of the forecast it sizes on; then service and boot times and the settings
+    that shape scale-in. None without target mode."""
     rules = tracking_rules(tier)
     if rules is None:
         return None
     prior = rules.capacity if rules.capacity is not None else capacity_prior(tier.serving, tier.gpu, tier.gpu_count)
-    cap = estimate(state.learned, prior, learn=rules.learn_capacity)
-    svc = service_time(state.learned)
+    measures = {name: _measure(name, m, rules) for name, m in (state.core.measures if state.core else {}).items()}
+    sized = {k: v for k, v in measures.items() if v is not None}
+    first = next(iter(sized.values()), None)
     return {
-        "capacity_per_instance": round(cap.per_instance, 2),
-        "unit": "requests in flight",
-        "prior": round(prior, 2),
-        "learned": None if cap.learned is None else round(cap.learned, 2),
-        "requests_per_second_per_instance": None if not svc else round(cap.per_instance / svc, 2),
+        # the first measure's figure (requests, or tasks in flight), as the metric shows it; None until sized
+        "capacity_per_instance": None if first is None else first["per_instance"],
+        "capacity_prior_per_instance": None if first is None else first["prior"],
+        "unit": None if first is None else first["unit"],
+        "in_flight_prior": round(prior, 2),  # requests in flight one instance carries (KV math or `capacity`)
+        "measures": sized,
         # the second limit: tokens per second one instance computes (the engine model), None if unsized
         "compute_tokens_per_second_per_instance": _rounded(compute_prior(tier.serving, tier.gpu, tier.gpu_count)),
-        "service_time_s": svc,
+        "service_time_s": service_time(state.learned),
         "boot_time_s": boot_time(state.learned),
-        "target_utilization": rules.target_utilization,
-        # the scale-in window now: the configured one, widened while scale-ins were undone (policies/hysteresis.py)
-        "stabilization_s": hysteresis.window(rules, state.learned),
-        "stabilization_configured_s": rules.stabilization,
+        "stabilization_s": rules.stabilization,
         "ttft_target_s": rules.ttft_target,
         "ttft_quantile": rules.ttft_quantile,  # the TTFT quantile held within the target
-        "why": cap.text,
-        "observations": [{"load_per_instance": x, "breached_share": b} for x, b in summary(state.learned)],
-        # fleets of up to SMALL_FLEET keep their own bins: the load per instance each size breached at, if seen
-        "small_fleets": [
-            {"ready": size, "breached_from": round(found, 2)}
-            for size in range(1, SMALL_FLEET + 1)
-            if (found := small_fleet_capacity(state.learned, prior, size)) is not None
-        ],
+    }
+
+
+def _measure(name: str, m: MeasureState, rules: ReactiveRules) -> dict[str, Any] | None:
+    prior = m.capacity.prior
+    if prior is None:
+        return None
+    learn = rules.learn_capacity and rules.capacity is None
+    cap = estimate(m.capacity, prior, rules.ttft_target) if learn else Capacity(prior, 1.0, "set; not learned")
+    err = m.sized.quantile()
+    return {
+        "unit": UNITS.get(name, name),
+        "per_instance": round(cap.per_instance, 3),
+        "prior": round(prior, 3),
+        "ratio_to_prior": round(cap.ratio, 3),
+        "why": cap.how,
+        "forecast_error_p90": None if err is None else round(err, 3),
     }
 
 

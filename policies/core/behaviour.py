@@ -2,10 +2,10 @@
 
 - **Unknown** (missing or stale readings): hold, never scale in, never to zero; below the floor → the floor.
 - **Out**: in the tick the need exceeds the count, straight to it.
-- **Idle**: nothing arriving and nothing waiting for ``IDLE_S`` → the floor at once.
-- **In**: only to the highest need of the last ``STABLE_WINDOW_S`` (HPA's scale-down stabilisation), only
+- **Idle**: nothing arriving and nothing waiting for ``Pace.idle_s`` → the floor at once.
+- **In**: only to the highest need of the last ``Pace.window_s`` (HPA's scale-down stabilisation), only
   after a full window of known readings, never below what a recurring burst due within the boot horizon
-  needs (``hold``, from periodicity), at most ``SCALE_IN_FRACTION`` of the fleet per ``SCALE_IN_PERIOD_S``.
+  needs (``hold``, from periodicity), at most ``Pace.fraction`` of the fleet per ``Pace.period_s``.
 """
 
 from __future__ import annotations
@@ -17,6 +17,17 @@ from typing import Any
 
 from scalectl.policies.common import dur
 from scalectl.policies.core.constants import IDLE_S, SCALE_IN_FRACTION, SCALE_IN_PERIOD_S, STABLE_WINDOW_S
+
+
+@dataclass(frozen=True, slots=True)
+class Pace:
+    """How fast the count may fall: the tier's `stabilization`, `scale_in_max_fraction`, `scale_in_period` and
+    `idle_after` settings (the constants are their defaults)."""
+
+    window_s: float = STABLE_WINDOW_S
+    fraction: float = SCALE_IN_FRACTION
+    period_s: float = SCALE_IN_PERIOD_S
+    idle_s: float = IDLE_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,16 +67,24 @@ def unknown(state: BehaviourState, *, current: int, floor: int, why: str) -> tup
 
 
 def move(
-    state: BehaviourState, *, now: float, need: int, current: int, floor: int, idle: bool, hold: Hold | None
+    state: BehaviourState,
+    *,
+    now: float,
+    need: int,
+    current: int,
+    floor: int,
+    idle: bool,
+    hold: Hold | None,
+    pace: Pace = Pace(),  # frozen: one shared default is safe
 ) -> tuple[int, str, BehaviourState]:
-    needs = (*((t, n) for t, n in state.needs if t > now - STABLE_WINDOW_S and n > need), (now, need))
+    needs = (*((t, n) for t, n in state.needs if t > now - pace.window_s and n > need), (now, need))
     known_since = state.known_since if state.known_since is not None else now
     idle_since = (state.idle_since if state.idle_since is not None else now) if idle else None
     new = BehaviourState(needs, known_since, idle_since, state.scaled_in_at)
     target = max(need, floor)
     if target > current:
         return target, f"→ {target}", new
-    if idle_since is not None and now - idle_since >= IDLE_S:
+    if idle_since is not None and now - idle_since >= pace.idle_s:
         rest = max(floor, hold.count if hold is not None else 0)  # a burst due still gets its instances
         if rest < current:
             why = f"nothing arriving or waiting for {dur(now - idle_since)}"
@@ -77,19 +96,19 @@ def move(
             return current, f"held {current}: {hold.text}", new
         highest = hold.count
     if highest >= current:
-        return current, f"highest need over {dur(STABLE_WINDOW_S)} {highest} → hold {current}", new
-    if now - known_since < STABLE_WINDOW_S:
-        return current, f"readings known for {dur(now - known_since)} of {dur(STABLE_WINDOW_S)} → hold {current}", new
-    if state.scaled_in_at is not None and now - state.scaled_in_at < SCALE_IN_PERIOD_S:
-        wait = dur(SCALE_IN_PERIOD_S - (now - state.scaled_in_at))
+        return current, f"highest need over {dur(pace.window_s)} {highest} → hold {current}", new
+    if now - known_since < pace.window_s:
+        return current, f"readings known for {dur(now - known_since)} of {dur(pace.window_s)} → hold {current}", new
+    if state.scaled_in_at is not None and now - state.scaled_in_at < pace.period_s:
+        wait = dur(pace.period_s - (now - state.scaled_in_at))
         return current, f"next scale-in step in {wait} → hold {current}", new
-    step = max(1, math.floor(current * SCALE_IN_FRACTION))
+    step = max(1, math.floor(current * pace.fraction))
     desired = max(highest, current - step)
-    why = f"highest need over {dur(STABLE_WINDOW_S)} {highest}"
+    why = f"highest need over {dur(pace.window_s)} {highest}"
     if hold is not None and hold.count == highest:
         why = f"held {highest}: {hold.text}"
     if desired > highest:
-        why += f"; at most {step} per {dur(SCALE_IN_PERIOD_S)}"
+        why += f"; at most {step} per {dur(pace.period_s)}"
     return desired, f"{why} → {desired}", _scaled(new, now)
 
 

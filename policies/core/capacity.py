@@ -6,12 +6,13 @@ instance, whether the held TTFT quantile met the target and, when it did, 1/TTFT
 the prior fading with a ``CAP_HALF_LIFE_S`` half-life. Not filed: a breach below ``TOO_LITTLE`` of the
 prior (a slow request, not load) or while a backlog drains (that wait is the backlog's).
 
-- **Down**: the lowest well-observed bin that mostly breached, above one that held, is the knee.
+- **Down**: the lowest well-observed bin that mostly breached, above one that held, is the knee. Only a
+  knee brings the figure below the prior: a fleet that held has not shown where it breaks.
 - **Either way**: below the knee, latency is fitted against load over the range observed. A queue's
   latency grows like L0 / (1 − x/C), so 1/TTFT falls linearly in x (the same straight line Dynamo's
   planner corrects its profile with): where that line reaches the target is the capacity. A fleet that
   never nears its knee learns it can carry more, but never more than ``EXTRAPOLATE`` × the highest load
-  it was seen holding, and never less than that load.
+  it was seen holding (so it walks up as it is sized on each new figure), and never less than that load.
 - Clamped to ``CLAMP`` × the prior, and the text says so. Too little evidence: the prior, and why.
 """
 
@@ -117,10 +118,15 @@ def estimate(state: CapacityState, prior: float, target: float) -> Capacity:
     good = [(i, g, s) for n, (i, g, _, s) in enumerate(rows) if held[n] and (knee is None or i < knee)]
     fitted, fit_how = _fit(good, prior, target)
     if knee is not None:
-        value = knee * BIN * prior if fitted is None else min(knee * BIN * prior, fitted)
-        how = f"learned: TTFT breached from {value:.3g}" if fitted is None or fitted >= knee * BIN * prior else fit_how
-    elif fitted is not None:
+        # between the last bin that held and the knee nothing was seen: no further than the fit may reach
+        top = max((i + 1 for i, _, _ in good), default=knee) * BIN * prior
+        knee_at = min(knee * BIN * prior, max(top * EXTRAPOLATE, prior if knee * BIN >= 1 else 0.0))
+        value = knee_at if fitted is None else min(knee_at, fitted)
+        how = f"learned: TTFT breached from {value:.3g}" if fitted is None or fitted >= knee_at else fit_how
+    elif fitted is not None and fitted >= prior:
         value, how = fitted, fit_how
+    elif fitted is not None:  # down only on breaches seen: a fleet that held has not shown where it breaks
+        return Capacity(prior, 1.0, f"prior; the fit reaches the target at {fitted:.3g}, but no breach was seen")
     else:
         return Capacity(prior, 1.0, "prior; " + fit_how)
     low, high = CLAMP[0] * prior, CLAMP[1] * prior

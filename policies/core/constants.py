@@ -10,7 +10,9 @@ STABLE_HALF_LIFE_S = 60.0  # the baseline rate's half-life: Knative KPA's 60 s s
 SURGE_RATIO = 2.0  # a tick at this multiple of the baseline is a surge: KPA panics at twice its target
 SIGMAS = 2.0  # a count must clear its Poisson noise by this many σ to count as a surge or a rise
 PANIC_HOLD_S = 60.0  # after a surge the newest tick is the level for this long (KPA leaves panic after a window)
-TREND_TICKS = 8  # ticks the trend is fitted through (2 min at 15 s ticks): short enough to follow a step
+TREND_S = 120.0  # the trend is fitted through the ticks of this window: short enough to follow a step, long
+# enough that a ×4 rise over 5 minutes clears its Poisson noise at any tick length
+TREND_MAX_TICKS = 32  # at most this many newest ticks of that window (Theil–Sen is quadratic in them)
 MIN_TREND_TICKS = 3  # fewer ticks since the last surge: no slope, the level alone
 TREND_Z = 4.0  # a rise must be this many standard errors of a line fitted through the ticks' noise: tried every tick
 LEVEL_TICKS = 3  # the level is the median of this many newest ticks: one noisy tick does not move it
@@ -36,6 +38,7 @@ MIN_HISTORY_BINS = 60  # an hour of minutes before any period is looked for (a 1
 MIN_LAG = 3  # shortest period, in bins: shorter is the trend's to follow
 ACF_MIN = 0.4  # autocorrelation a period needs at least...
 ACF_Z = 4.0  # ...and this many standard errors (1/√pairs) of white noise: tried at ~40 lags, 4σ stays quiet
+ACF_DIP = 0.2  # ...and must rise this much above a dip at a shorter lag: a persistent series decays without one
 HARMONIC = 0.85  # the shortest lag within this share of the best wins: 30 and 45 min echo a 15-min period
 
 # --- seasonality (seasonal.py) --------------------------------------------------------------------------
@@ -52,7 +55,8 @@ MIN_WEIGHT = 6.0  # observations a bin needs before it counts
 BAD_SHARE = 0.25  # a bin with more breaches than this share is past the knee
 TOO_LITTLE = 0.2  # a breach below this share of the prior is a slow request, not load
 FIT_SPAN = 0.15  # the good bins must span this much load to fit latency against it
-EXTRAPOLATE = 3.0  # the fit may reach this multiple of the highest load seen holding, never further
+EXTRAPOLATE = 1.25  # the fit may reach this multiple of the highest load seen holding, never further: capacity
+# walks up as the fleet holds higher loads, one step per sizing, instead of leaping to a guess
 CLAMP = (0.1, 2.0)  # learned capacity stays within these multiples of the prior, and says when it hit one
 
 # --- sizing and behaviour (sizing.py, behaviour.py) -----------------------------------------------------

@@ -5,7 +5,7 @@
   runs at ``SURGE_RATIO`` × the baseline or more. The trend restarts at the surge (the step is not a
   slope to carry on), and for ``PANIC_HOLD_S`` the newest tick is the level: a step is followed in the
   tick it shows, whole.
-- **Trend**: Theil–Sen (the median of pairwise slopes) through the last ``TREND_TICKS`` ticks since any
+- **Trend**: Theil–Sen (the median of pairwise slopes) through the ticks of the last ``TREND_S`` since any
   surge; a rise of ``TREND_Z`` standard errors (of a line through ticks with their scatter or Poisson
   noise, whichever is more) is carried on to the horizon. A fall is never projected: scale-in has its own guards.
 
@@ -28,7 +28,8 @@ from scalectl.policies.core.constants import (
     SIGMAS,
     STABLE_HALF_LIFE_S,
     SURGE_RATIO,
-    TREND_TICKS,
+    TREND_MAX_TICKS,
+    TREND_S,
     TREND_Z,
 )
 from scalectl.policies.core.forecast import ErrorTrack, Forecast
@@ -68,7 +69,8 @@ def observe(
     rate = count / tick_s
     low_edge = max(0.0, count - SIGMAS * math.sqrt(max(count, 0.0) * grain)) / tick_s
     surge = state.stable is not None and low_edge >= SURGE_RATIO * state.stable and rate > 0
-    ticks = ((now, rate),) if surge else (*state.ticks, (now, rate))[-TREND_TICKS:]
+    kept = (*(t for t in state.ticks if t[0] > now - TREND_S), (now, rate))[-TREND_MAX_TICKS:]
+    ticks = ((now, rate),) if surge else kept
     surge_at = now if surge else state.surge_at
     keep = 0.5 ** (tick_s / STABLE_HALF_LIFE_S)
     stable = rate if state.stable is None else keep * state.stable + (1 - keep) * rate

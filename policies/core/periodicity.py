@@ -3,7 +3,8 @@
 Once a bin completes, the autocorrelation of the series less its least-squares line (a slow diurnal trend
 drops out) is computed at every lag that fits ``MIN_CYCLES`` times into the history. A lag
 is a period when its autocorrelation reaches ``ACF_MIN`` and ``ACF_Z`` standard errors of white noise
-(1/√pairs), the shortest lag within ``HARMONIC`` of the best wins (multiples echo the period), and the
+(1/√pairs) and has risen again by ``ACF_DIP`` since a dip at a shorter lag (a block of traffic, persistent
+but not periodic, decays without one), the shortest lag within ``HARMONIC`` of the best wins (multiples echo the period), and the
 profile's peak stands ``SIGMAS`` of Poisson noise above its median: Poisson traffic shows none. The
 profile is the mean rate at each phase (bin index mod period, so it stays put as time goes on).
 
@@ -22,6 +23,7 @@ from typing import Any
 
 from scalectl.policies.common import dur
 from scalectl.policies.core.constants import (
+    ACF_DIP,
     ACF_MIN,
     ACF_Z,
     HARMONIC,
@@ -111,7 +113,14 @@ def _search(
     if known < MIN_HISTORY_BINS:
         return None, (), f"too little history: {known} of {MIN_HISTORY_BINS} bins of {dur(width)}"
     residuals = _detrended(series)
-    scores = {lag: acf for lag in range(min_lag, len(series) // MIN_CYCLES + 1) if (acf := _acf(residuals, lag))}
+    raw = {lag: _acf(residuals, lag) for lag in range(1, len(series) // MIN_CYCLES + 1)}
+    scores = {
+        lag: acf
+        for lag, (acf, pairs) in raw.items()
+        if lag >= min_lag
+        and acf >= max(ACF_MIN, ACF_Z / math.sqrt(max(pairs, 1)))
+        and min(raw[k][0] for k in range(1, lag)) <= acf - ACF_DIP  # it rose again after a dip
+    }
     if not scores:
         return None, (), "no recurring burst"
     best = max(scores.values())
@@ -135,14 +144,13 @@ def _detrended(series: list[float | None]) -> list[float | None]:
     return [None if v is None else v - my - slope * (i - mx) for i, v in enumerate(series)]
 
 
-def _acf(residuals: list[float | None], lag: int) -> float | None:
-    """Autocorrelation at ``lag``, when it passes ``ACF_MIN`` and ``ACF_Z`` standard errors; else None."""
+def _acf(residuals: list[float | None], lag: int) -> tuple[float, int]:
+    """Autocorrelation at ``lag`` and the pairs it rests on (0.0 where it cannot be measured)."""
     var = statistics.fmean(r * r for r in residuals if r is not None)
     pairs = [a * b for a, b in zip(residuals, residuals[lag:], strict=False) if a is not None and b is not None]
     if var <= 0 or len(pairs) < 2:
-        return None
-    acf = statistics.fmean(pairs) / var
-    return acf if acf >= max(ACF_MIN, ACF_Z / math.sqrt(len(pairs))) else None
+        return 0.0, len(pairs)
+    return statistics.fmean(pairs) / var, len(pairs)
 
 
 def _profile(first: int, series: list[float | None], period: int) -> tuple[float, ...]:

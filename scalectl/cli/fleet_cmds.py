@@ -145,10 +145,12 @@ def register(app: typer.Typer) -> None:
         shown_signals = {f"{k} (at the {held_by[k]})" if k in held_by else k: v for k, v in signals.items()}
         emit(shown_signals or {"(no signals recorded yet)": ""}, Format.table, title="latest signals")
         if capacity is not None:
-            shown = {k: v for k, v in capacity.items() if k not in ("observations", "small_fleets")}
-            small = "; ".join(f"{f['ready']} ready: {f['breached_from']:g}" for f in capacity["small_fleets"])
-            shown["small fleets breached from"] = small or "none seen"
-            emit(shown, Format.table, title="capacity per instance (target tracking)")
+            shown = {k: v for k, v in capacity.items() if k != "measures"}
+            for name, m in capacity["measures"].items():
+                err = m["forecast_error_p90"]
+                shown[f"{name} per instance"] = f"{m['per_instance']:g} ({m['ratio_to_prior']:g}× prior): {m['why']}"
+                shown[f"{name} forecast error p90"] = "not measured yet" if err is None else f"{err:g}"
+            emit(shown, Format.table, title="capacity per instance (target mode)")
         if batch_view is not None:
             emit(batch_view, Format.table, title="batch sizing (max_wait): learned")
         if rollout is not None:

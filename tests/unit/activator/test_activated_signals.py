@@ -9,7 +9,6 @@ import pytest
 from scalectl.clocks import FakeClock
 from scalectl.controller.activation import ActivatedSignals, activated, hold_limits, sync_gates
 from scalectl.controller.settings import Settings
-from scalectl.policies.load import load_of
 from scalectl.policies.types import Signals
 from scalectl.serving.activator import Activator, HoldLimits
 from scalectl.sources.reading import TierReading
@@ -71,8 +70,9 @@ async def test_a_tier_at_zero_reads_held_requests_as_load_and_nothing_held_as_kn
     spec = SignalsSpec()
 
     first = await source.read("chat", spec, [])
-    load = load_of(first.signals)
-    assert load.known and load.in_flight == 0 and load.idle  # nobody waits: an idle tier, not an unknown one
+    signals = first.signals
+    # nobody waits: an idle tier (known zeros), not an unknown one
+    assert signals.requests_waiting == 0 and signals.requests_running == 0 and not signals.arrivals
     assert first.sources["requests_waiting"] == "activator"
 
     gate = activator._gates["chat"]
@@ -82,7 +82,6 @@ async def test_a_tier_at_zero_reads_held_requests_as_load_and_nothing_held_as_kn
     second = await source.read("chat", spec, [])
     assert second.signals.requests_waiting == 3 and second.signals.requests_running == 0
     assert second.signals.request_rate == 0.3 and second.signals.arrivals == 3
-    assert load_of(second.signals).in_flight == 3
     assert source.error_counts("chat") == {"vllm": 2}  # the wrapped reader's extras still answer
 
 
@@ -101,16 +100,17 @@ async def test_a_tier_with_a_queue_adds_it_and_an_unread_queue_keeps_the_load_un
     activator._gates["chat"].admit()
     spec = SignalsSpec(queue={"queues": ["q"]})
     read = ActivatedSignals(Unknown(Signals(queue_depth=4.0, in_flight=0.0)), activator, FakeClock(0))
-    load = load_of((await read.read("chat", spec, [])).signals)
-    assert load.in_flight == 5  # four queued, one held
+    signals = (await read.read("chat", spec, [])).signals
+    assert signals.requests_waiting == 5 and signals.requests_running == 0  # four queued, one held
     unread = ActivatedSignals(Unknown(Signals(queue_depth=None)), activator, FakeClock(0))
-    assert not load_of((await unread.read("chat", spec, [])).signals).known
+    unknown = (await unread.read("chat", spec, [])).signals
+    assert unknown.requests_waiting is None and unknown.arrivals is None
 
 
 async def test_a_tier_not_activated_stays_unknown() -> None:
     source = ActivatedSignals(Unknown(), Activator(), FakeClock(0))
     reading = await source.read("batch", SignalsSpec(), [])
-    assert not load_of(reading.signals).known
+    assert reading.signals.requests_waiting is None and reading.signals.arrivals is None
 
 
 def test_the_tier_file_checks_activator_fields() -> None:

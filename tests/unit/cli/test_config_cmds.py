@@ -139,41 +139,34 @@ def test_offers_defaults_to_the_applied_configuration(cli: CliRunner) -> None:
 
 def test_describe_tier_shows_capacity_per_instance_and_what_was_learned(cli: CliRunner) -> None:
     from scalectl.cli.context import open_store, settings
-    from scalectl.policies.capacity import observe
+    from scalectl.policies.core.capacity import CapacityState, observe
+    from scalectl.policies.core.pipeline import CoreState, MeasureState
     from scalectl.policies.types import PolicyState
 
     run(cli, "apply", "-f", str(EXAMPLE))
     code, out, _ = run(cli, "describe", "tier", "orchestrator", "-o", "json")
     capacity = json.loads(out)["capacity"]
-    assert code == 0 and capacity["capacity_per_instance"] == capacity["prior"] == 160.0  # 0.8 × max-num-seqs 200
-    assert "prior; no load high enough yet" in capacity["why"]
-    assert capacity["stabilization_s"] == capacity["stabilization_configured_s"] == 300.0
-    learned: dict[str, float] = observe({}, now=0, prior=160.0, load=0, ready=8, ttft=None, target=0.5)
-    learned["hysteresis.window"] = 1200.0  # scale-ins were undone: the window widened to 20 minutes
-    for i in range(200):  # a knee at 120 per instance
-        per_instance = 60 + (i % 40) * 2.5
-        ttft = 2.0 if per_instance > 120 else 0.2
-        learned = observe(learned, now=60 + 10 * i, prior=160.0, load=8 * per_instance, ready=8, ttft=ttft, target=0.5)
+    assert code == 0 and capacity["in_flight_prior"] == 160.0  # 0.8 × max-num-seqs 200
+    assert capacity["capacity_per_instance"] is None and capacity["measures"] == {}  # nothing read yet: unknown
+    cap = CapacityState()
+    for i in range(400):  # a fleet of 8 at 40–80 req/s per instance against a prior of 100; breaching above 60
+        per_instance = 40 + (i % 40)
+        ttft = 2.0 if per_instance >= 60 else 0.2
+        cap = observe(cap, now=60.0 * i, prior=100.0, rate=8 * per_instance, ready=8, ttft=ttft, target=0.5, waiting=0)
+    core = CoreState(last_t=1.0, measures={"requests": MeasureState(capacity=cap)})
     store = open_store(settings())
     with store.sessions.begin() as session:
-        store.policy.save(session, "orchestrator", PolicyState(learned=learned), 4, 1.0)
+        store.policy.save(session, "orchestrator", PolicyState(learned={"svc.ref": 1.6}, core=core), 4, 1.0)
     code, out, _ = run(cli, "describe", "tier", "orchestrator", "-o", "json")
     capacity = json.loads(out)["capacity"]
-    assert capacity["capacity_per_instance"] == 120.0 and capacity["learned"] == 120.0
-    assert capacity["stabilization_s"] == 1200.0 and capacity["stabilization_configured_s"] == 300.0
-    assert any(o["breached_share"] == 1.0 for o in capacity["observations"])
-    assert capacity["small_fleets"] == []  # a fleet of eight files into the pooled bins only
+    requests = capacity["measures"]["requests"]
+    assert capacity["capacity_per_instance"] == requests["per_instance"] == 60.0  # the knee, below the prior
+    assert requests["prior"] == 100.0 and requests["ratio_to_prior"] == 0.6 and requests["unit"] == "req/s"
+    assert "breached from 60" in requests["why"] and requests["forecast_error_p90"] is None
+    assert capacity["service_time_s"] == 1.6 and capacity["stabilization_s"] == 300.0
     code, out, _ = run(cli, "describe", "tier", "orchestrator")
-    assert code == 0 and "capacity per instance (target tracking)" in out and "breached from 120" in out
-    assert "small fleets breached from" in out and "none seen" in out
-    for i in range(12):  # one instance, settled, breaching at 60 in flight
-        learned = observe(learned, now=4000 + 70.0 * i, prior=160.0, load=60.0, ready=1, ttft=2.0, target=0.5)
-    with store.sessions.begin() as session:
-        store.policy.save(session, "orchestrator", PolicyState(learned=learned), 1, 2.0)
-    code, out, _ = run(cli, "describe", "tier", "orchestrator", "-o", "json")
-    assert json.loads(out)["capacity"]["small_fleets"] == [{"ready": 1, "breached_from": 56.0}]
-    code, out, _ = run(cli, "describe", "tier", "orchestrator")
-    assert "1 ready: 56" in out
+    assert code == 0 and "capacity per instance (target mode)" in out and "breached from 60" in out
+    assert "requests forecast error p90" in out and "not measured yet" in out
     code, out, _ = run(cli, "describe", "tier", "research", "-o", "json")
     assert json.loads(out)["capacity"] is None  # scale-to-zero tracks no capacity
     assert json.loads(out)["batch"] is None  # nor, without max_wait, learns task times

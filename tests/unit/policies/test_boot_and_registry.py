@@ -40,7 +40,7 @@ def test_the_registry_covers_every_kind_of_the_spec_union() -> None:
     assert {KINDS[name].spec for name in KINDS} == set(union)
     for name, kind in KINDS.items():
         assert kind.external == (name == "external")
-    forecasting = spec(kind="predictive", forecast={"periods": ["1d"]})
+    forecasting = spec(kind="predictive", reactive={"mode": "thresholds"}, forecast={"periods": ["1d"]})
     assert forecast_of(forecasting) is not None
     assert forecast_of(spec(kind="min-floor")) is None
     assert kind_of(spec(kind="scale-to-zero")).name == "scale-to-zero"
@@ -55,11 +55,30 @@ tiers:
     providers: [simulated]
     min: 1
     max: 4
-    policy: {kind: min-floor, target_utilization: 2}
+    policy: {kind: min-floor, scale_in_max_fraction: 2}
 """
     try:
         parse_config(text, "tiers.yaml")
     except ConfigError as exc:
-        assert 'tier "web": policy.target_utilization' in str(exc)
+        assert 'tier "web": policy.scale_in_max_fraction' in str(exc)
+    else:
+        raise AssertionError("expected a ConfigError")
+
+
+def test_a_retired_target_tracking_setting_is_refused_with_what_replaced_it() -> None:
+    text = """
+tiers:
+  web:
+    capacity: on-demand
+    gpu: L40S
+    providers: [simulated]
+    min: 1
+    max: 4
+    policy: {kind: min-floor, target_utilization: 0.75}
+"""
+    try:
+        parse_config(text, "tiers.yaml")
+    except ConfigError as exc:
+        assert "target_utilization no longer exists: remove it" in str(exc) and "measured error" in str(exc)
     else:
         raise AssertionError("expected a ConfigError")

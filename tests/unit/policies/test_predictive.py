@@ -145,3 +145,24 @@ def test_overlapping_windows_take_the_larger() -> None:
     )
     assert runner(policy).tick(datetime(2026, 3, 4, 13, 0, tzinfo=ZoneInfo("UTC")).timestamp()).desired == 9
     assert runner(policy).tick(datetime(2026, 3, 4, 15, 0, tzinfo=ZoneInfo("UTC")).timestamp()).desired == 4
+
+
+def test_a_window_opened_ahead_stays_open_when_a_faster_boot_is_measured_meanwhile() -> None:
+    """The flap 8 → 4 → 2 → 8: a window opened 10 minutes ahead (the lead then) must not close when boots
+    measured in between say 3 minutes, or it retires what it started and opens again."""
+    from scalectl.policies.predictive import decide
+    from scalectl.policies.types import PolicyInput, PolicyState, Signals
+
+    window = spec(
+        kind="predictive",
+        headroom=0,
+        schedule=[{"cron": "0 9 * * *", "until": "17:00", "instances": 8, "timezone": "America/New_York"}],
+    )
+    start = ny(2026, 3, 4, 9, 0)
+    quiet = Signals(requests_running=0, requests_waiting=0, arrivals=0, request_rate=0, finish_rate=0)
+    opened = decide(window, PolicyInput(start - 600, quiet, 2, PolicyState(), boot_time=600.0))
+    assert opened.desired == 8 and "starts in 10m" in opened.reason
+    later = decide(window, PolicyInput(start - 420, quiet, 8, opened.state, boot_time=180.0))
+    assert later.desired == 8 and "starts in 7m" in later.reason
+    fresh = decide(window, PolicyInput(start - 420, quiet, 8, PolicyState(), boot_time=180.0))
+    assert fresh.reason.startswith("no schedule window now")  # without the memory it would have closed

@@ -29,12 +29,12 @@ ticks = st.lists(st.tuples(st.floats(1, 120), signals), min_size=1, max_size=60)
 
 policies_ = st.one_of(
     st.builds(
-        lambda f, cap, u, window: spec(
-            kind="min-floor", floor=f, capacity=cap, target_utilization=u, stabilization=window
+        lambda f, cap, fraction, window: spec(
+            kind="min-floor", floor=f, capacity=cap, scale_in_max_fraction=fraction, stabilization=window
         ),
         st.integers(0, 3),
         st.integers(1, 300),
-        st.floats(0.3, 1.0),
+        st.floats(0.1, 1.0),
         st.integers(0, 600),
     ),
     st.builds(

@@ -134,7 +134,7 @@ def test_a_stopped_trial_leaves_no_fleet_behind() -> None:
 def test_a_trial_with_more_misses_than_the_slo_allows_is_stopped_there() -> None:
     config, text = load_config_text(TIERS)
     workload = parse_workload(WORKLOAD)
-    policy = {"kind": "min-floor", "ttft_max": "500ms", "stabilization_max": "5m", "target_utilization": 0.95}
+    policy = {"kind": "min-floor", "ttft_max": "500ms", "capacity": 400, "learn_capacity": False}  # sized to miss
     whole = run_trial(TrialJob(config, text, workload, "web", policy))
     assert whole.slo is not None and whole.slo < 1  # the spike is missed in part
     stopped = run_trial(TrialJob(config, text, workload, "web", policy, Bound(misses=0)))

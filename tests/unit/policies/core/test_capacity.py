@@ -1,4 +1,4 @@
-"""Capacity per instance: learned upward when the fleet holds well below the prior, downward at a knee
+"""Capacity per instance: learned upward, a step at a time, when the fleet holds near the prior; downward at a knee
 below it, clamped to [0.1×, 2×] the prior with the reason saying so; the prior stands on too little."""
 
 from __future__ import annotations
@@ -29,17 +29,23 @@ def queue_latency(knee: float) -> Callable[[float], float]:
     return lambda x: 0.1 / (1 - x / knee)  # M/M/1-like: 1/TTFT falls linearly in the load
 
 
-def test_a_fleet_at_half_the_prior_without_breaching_learns_upward() -> None:
-    state = fleet([3.0, 4.0, 5.0], queue_latency(30.0))  # reaches 500 ms at 24 req/s per instance
+def test_a_fleet_near_the_prior_without_breaching_learns_upward_one_step() -> None:
+    state = fleet([8.0, 9.0, 10.0], queue_latency(30.0))  # reaches 500 ms at 24 req/s per instance
     cap = estimate(state, PRIOR, TARGET)
-    held = 0.55 * PRIOR  # the top of the highest bin that held (5.0 req/s is bin 0.50–0.55)
-    assert cap.per_instance == pytest.approx(3 * held)  # bounded by evidence: 3× the load held, 1.65× prior
-    assert cap.ratio == pytest.approx(1.65)
+    held = 1.05 * PRIOR  # the top of the highest bin that held (10.0 req/s is bin 1.00–1.05)
+    assert cap.per_instance == pytest.approx(1.25 * held)  # bounded by evidence: 1.25× the load held
+    assert cap.ratio == pytest.approx(1.3125)
     assert "bounded" in cap.how
 
 
+def test_a_fleet_well_below_the_prior_keeps_the_prior() -> None:
+    # holding at half the prior says nothing about twice the prior: the evidence reaches 0.69×, the prior stands
+    cap = estimate(fleet([3.0, 4.0, 5.0], queue_latency(30.0)), PRIOR, TARGET)
+    assert cap.per_instance == PRIOR
+
+
 def test_the_latency_fit_finds_the_knee_between_observed_loads() -> None:
-    state = fleet([3.0, 4.0, 5.0, 6.0], queue_latency(14.0))  # 500 ms at 14 × 0.8 = 11.2 req/s
+    state = fleet([7.0, 8.0, 9.0, 10.0], queue_latency(14.0))  # 500 ms at 14 × 0.8 = 11.2 req/s
     cap = estimate(state, PRIOR, TARGET)
     assert cap.per_instance == pytest.approx(11.2, rel=0.05)
     assert "fit reaches 500ms" in cap.how
@@ -53,7 +59,7 @@ def test_a_breach_below_the_prior_learns_downward() -> None:
 
 
 def test_learning_is_clamped_to_twice_the_prior_and_says_so() -> None:
-    state = fleet([3.0, 6.0, 9.0], lambda x: 0.1)  # flat latency: 3× the 9.5 held would be 28.5
+    state = fleet([15.0, 17.0, 19.0], lambda x: 0.1)  # flat latency: 1.25× the 19.5 held would be 24.4
     cap = estimate(state, PRIOR, TARGET)
     assert cap.per_instance == 2 * PRIOR
     assert "clamped to twice the prior" in cap.how

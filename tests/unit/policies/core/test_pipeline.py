@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 from scalectl.policies.core.pipeline import CoreInputs, CoreState, Reading, decide
-from scalectl.policies.types import Bounds
 from tests.unit.policies.core.synth import T0, TICK, counts, cron_bursts
 
 PRIOR = 10.0  # req/s one instance carries at the SLO
@@ -18,7 +17,6 @@ def inputs(count: float | None, current: int, *, read_at: float | None, prior: f
         current=current,
         ready=current,
         floor=1,
-        bounds=Bounds(min=0, max=100),
         ttft_s=None,  # no latency reading: capacity stays at the prior (test_capacity.py learns it)
         ttft_target_s=0.5,
         horizon_s=180.0,
@@ -63,7 +61,7 @@ def test_a_recurring_burst_holds_the_fleet_before_it() -> None:
     # the burst due (6 × 20 req/s ÷ 10), not for the lull's 20 req/s that the trend sees
     before = out[-4 * 3 :]
     assert all(c >= 12 for c, _ in before), before[-1]
-    assert all("(15m period; err p90" in r for _, r in before[:4]), before[0][1]
+    assert all("(15m period, above trend; err p90" in r for _, r in before[:4]), before[0][1]
 
 
 def test_the_state_survives_json() -> None:
