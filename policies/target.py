@@ -10,7 +10,8 @@ Measures, each with a capacity prior in its own units (the larger need wins, as 
 - **tokens** (vLLM tiers): prompt tokens not found in the prefix cache plus tokens generated, against the
   engine model's compute (`compute_prior`) at ``KNEE_SHARE`` of it: a queue's tail grows before the limit.
 - **in flight** (no arrival count: a Celery queue, or recorded rows without rates): work running plus
-  waiting as a level, against ``capacity`` in flight. A level of Poisson work has Poisson noise (M/G/∞), so the surge test holds.
+  waiting as a level, against ``capacity`` in flight. A level of Poisson work has Poisson noise (M/G/∞),
+  so the surge test holds.
 """
 
 from __future__ import annotations
