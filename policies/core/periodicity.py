@@ -5,7 +5,8 @@ drops out) is computed at every lag that fits ``MIN_CYCLES`` times into the hist
 is a period when its autocorrelation reaches ``ACF_MIN`` and ``ACF_Z`` standard errors of white noise
 (1/√pairs) and has risen again by ``ACF_DIP`` since a dip at a shorter lag (a block of traffic, persistent
 but not periodic, decays without one), the shortest lag within ``HARMONIC`` of the best wins (multiples
-echo the period), and the profile's peak stands ``SIGMAS`` of Poisson noise above its median: Poisson traffic shows none. The
+echo the period), and the profile's peak stands ``SIGMAS`` of Poisson noise above its median: Poisson
+traffic shows none. The
 profile is the mean rate at each phase (bin index mod period, so it stays put as time goes on).
 
 It forecasts the rate at ``now + horizon`` (sizing), and the highest rate within it with when it is due
