@@ -1,10 +1,14 @@
 """A deadline on every provider call, so one slow provider account never holds the whole fleet's tick.
 
 A call that has not answered within ``deadline`` seconds is cancelled and answered as ``NoAnswer`` (a
-``Transient``: its tier keeps what it has, and says why); for the next ``deadline`` seconds the account's
-other calls fail at once with the same reason instead of each waiting out a deadline of its own, so a hung
-API costs a tick one deadline, not one per call and phase. Cancelling a create is safe by the crash rule:
-its intent is stored first, and the next tick asks again under the same key."""
+``Transient``: its tier keeps what it has, and says why). From then on the account is *silent*: its calls
+fail at once with the same reason, and no tick waits on it again. Whether it answers again is asked off
+the tick: a read (``list``, ``get``, ``offers``) made while silent starts one probe in the background (one
+at a time, with the same deadline); once a probe answers, the account's calls go out again. So a hung API
+costs the tick that finds it one deadline, and other tiers nothing after that; an account that recovers
+is used again from the tick after the probe that saw it. Nothing that acts (create, delete, stop, start)
+is sent while silent, and cancelling a create is safe by the crash rule: its intent is stored first, and a
+later tick asks again under the same key."""
 
 from __future__ import annotations
 
@@ -20,10 +24,11 @@ from scalectl.providers.errors import Transient
 
 log = logging.getLogger("scalectl.providers")
 T = TypeVar("T")
+PROBES = frozenset({"list", "get", "offers"})  # reads: safe to send with nobody waiting for the answer
 
 
 class NoAnswer(Transient):
-    """The provider did not answer within the call's deadline (or did not, moments ago)."""
+    """The provider did not answer within the call's deadline (or has not since it last missed one)."""
 
 
 class DeadlineProvider(ProviderProxy):
@@ -34,32 +39,60 @@ class DeadlineProvider(ProviderProxy):
             raise ValueError(f"a provider call deadline must be > 0 seconds, got {deadline}")
         self.deadline = deadline
         self._clock = clock
-        self._quiet_until = 0.0
-        self._silent = False  # logged the current streak of missed deadlines already
+        self._silent_since: float | None = None  # monotonic: when it missed a deadline; None: it answers
+        self._probe: asyncio.Task[None] | None = None
+
+    @property
+    def silent(self) -> bool:
+        return self._silent_since is not None
 
     async def _around(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
-        now = self._clock.monotonic()
-        if now < self._quiet_until:
+        if self._silent_since is not None:
+            self._ask_again(operation, call)
+            waited = self._clock.monotonic() - self._silent_since
             raise NoAnswer(
-                f"{operation} not sent: the API did not answer within {self.deadline:g}s moments ago",
+                f"{operation} not sent: the API has not answered within {self.deadline:g}s for {waited:.0f}s "
+                "(asked again in the background)",
                 provider=self.name,
-                retry_after=self._quiet_until - now,
             )
         try:
-            result = await asyncio.wait_for(call(), self.deadline)
+            return await asyncio.wait_for(call(), self.deadline)
         except TimeoutError:
-            self._quiet_until = self._clock.monotonic() + self.deadline
-            if not self._silent:
-                self._silent = True
-                log.warning(
-                    "provider %s: %s did not answer within %gs; its tiers hold until it does", self.name, operation,
-                    self.deadline,
-                )  # fmt: skip
+            self._missed(operation)
             raise NoAnswer(f"{operation}: no answer within {self.deadline:g}s", provider=self.name) from None
-        if self._silent:
-            self._silent = False
-            log.info("provider %s answers again within its %gs deadline", self.name, self.deadline)
-        return result
+
+    def _missed(self, operation: str) -> None:
+        if self._silent_since is None:
+            self._silent_since = self._clock.monotonic()
+            log.warning(
+                "provider %s: %s did not answer within %gs; its tiers hold until it does", self.name, operation,
+                self.deadline,
+            )  # fmt: skip
+
+    def _ask_again(self, operation: str, call: Callable[[], Awaitable[object]]) -> None:
+        """Start a probe with this read, unless one runs already (or this call would act)."""
+        if operation in PROBES and (self._probe is None or self._probe.done()):
+            self._probe = asyncio.ensure_future(self._probing(call))
+
+    async def _probing(self, call: Callable[[], Awaitable[object]]) -> None:
+        try:
+            await asyncio.wait_for(call(), self.deadline)
+        except TimeoutError:
+            return  # still silent: the next read asks again
+        except Exception as exc:  # an error answer is an answer: the API is back (the next calls say how)
+            log.debug("provider %s: the probe was answered with %s", self.name, exc)
+        if self._silent_since is not None:
+            silent_for = self._clock.monotonic() - self._silent_since
+            self._silent_since = None
+            log.info(
+                "provider %s answers again within its %gs deadline (silent for %.0fs)", self.name, self.deadline,
+                silent_for,
+            )  # fmt: skip
+
+    async def aclose(self) -> None:
+        if self._probe is not None and not self._probe.done():
+            self._probe.cancel()
+        await self.inner.aclose()
 
 
 def with_deadline(provider: Provider, deadline: float, clock: Clock) -> Provider:

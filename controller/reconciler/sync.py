@@ -117,6 +117,9 @@ class SyncPhase:
             return  # provider unreachable this tick: hold
         found = seen[inst.provider].get(inst.provider_id) or confirmed.get(inst.key)
         gone = inst.key in confirmed and confirmed[inst.key] is None
+        if gone and (held := self._within_lag(inst, now)) is not None:
+            inst.reason = held  # not listed and not found yet: a fresh machine the provider does not show yet
+            gone = False
         if (
             inst.notice_at is not None
             and inst.state in NOTICED
@@ -129,6 +132,23 @@ class SyncPhase:
         change = lifecycle.observe(inst, found, gone, tier, now, ready_on_running=ready)
         if change is not None:
             self._apply(tick, inst, change)
+
+    def _within_lag(self, inst: Instance, now: float) -> str | None:
+        """Why a machine its provider does not find is kept: made less than the provider's declared
+        ``listing_lag`` ago (clouds list and get a new machine late; ending it would launch a second one
+        beside it). None once the lag has passed: then not found is gone."""
+        provider = self.providers.get(inst.provider)
+        lag = provider.capabilities.listing_lag if provider is not None else 0.0
+        made = inst.created_at  # the intent: the machine cannot be older
+        if inst.launched_at is not None and inst.launched_at <= now:  # the create's answer (or the provider's own time)
+            made = max(made, inst.launched_at)
+        age = now - made
+        if age >= lag:
+            return None
+        return (
+            f"not found at the provider {age:.0f}s after its create: kept, as {inst.provider} may show a new "
+            f"machine up to {lag:g}s late (its listing lag)"
+        )
 
     def _apply(self, tick: Tick, inst: Instance, change: lifecycle.Transition) -> None:
         now = tick.now

@@ -6,7 +6,8 @@ HTTP surface answers whatever the database does.
 Measured before (bench/bench_faults_health.py has the numbers now): a hung provider stalled the tick 94 s and
 starved the watchdog 74 s; with PostgreSQL stopped /readyz answered 200 and /v1/status 500 with a traceback;
 partitioned, /healthz went unanswered 41 s. The waits below are hang guards, generous for a loaded machine,
-not speed assertions: the benchmark measures the times."""
+not speed assertions: the benchmark measures the times (tests/unit/test_call_deadline.py and
+tests/unit/reconciler/test_slow_provider.py check, by order not time, that no tick waits on a silent account)."""
 
 from __future__ import annotations
 

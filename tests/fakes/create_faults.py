@@ -1,6 +1,7 @@
 """Creates through a faulty network: the real reconciler (fake clock, in-memory store) drives a real
-adapter over loopback HTTP, through ``FaultProxy``, to a local provider API whose listing lags behind
-its creates. Shared by ``tests/integration/test_create_faults.py`` and ``bench/bench_faults.py``.
+adapter over loopback HTTP, through ``FaultProxy``, to a local provider API whose listing (and, with
+``get_lag``, its get-by-id) lags behind its creates. Shared by ``tests/integration/test_create_faults.py``
+and ``bench/bench_faults.py``.
 
 ``run_scenario`` ticks until the tier holds ``want`` instances, each row holding one machine and no
 machine of ours untracked, then a while longer (a late duplicate or a wrong delete shows up then), and
@@ -66,11 +67,14 @@ class Account:
     made: Callable[[], list[str]]  # the key of every machine made, in order
     live: Callable[[], dict[str, str]]  # provider id -> key of our machines that bill now
     boot: Callable[[], None]  # machines made so far finish booting
+    get_path: str = ""  # path prefix of a get-by-id (``FaultProxy`` rules), not matching the listing's
 
 
 @contextlib.contextmanager
-def spheron(clock: FakeClock, lag: float, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Account, FaultProxy]]:
-    fake = FakeSpheron(clock, minimum_runtime_minutes=0, listing_lag=lag)
+def spheron(
+    clock: FakeClock, lag: float, monkeypatch: pytest.MonkeyPatch, get_lag: float = 0.0
+) -> Iterator[tuple[Account, FaultProxy]]:
+    fake = FakeSpheron(clock, minimum_runtime_minutes=0, listing_lag=lag, get_lag=get_lag)
     with LoopbackServer(fake.app) as server, FaultProxy(server.url) as proxy:
         monkeypatch.setenv("SCALECTL_SPHERON_API_KEY", API_KEY)
         # The documented defaults otherwise: 30 s timeout, 4 attempts, 100 requests and 10 creates per 15 min.
@@ -90,12 +94,15 @@ def spheron(clock: FakeClock, lag: float, monkeypatch: pytest.MonkeyPatch) -> It
                     if d["status"] == "deploying":
                         d["status"] = "running"
 
-        yield Account("spheron", "H100-SXM5-80GB", config, ("POST", "/api/deployments"), made, live, boot), proxy
+        create = ("POST", "/api/deployments")
+        yield Account("spheron", "H100-SXM5-80GB", config, create, made, live, boot, "/api/deployments/"), proxy
 
 
 @contextlib.contextmanager
-def runpod(clock: FakeClock, lag: float, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Account, FaultProxy]]:
-    fake = RunPodFake(clock=clock, listing_lag=lag)
+def runpod(
+    clock: FakeClock, lag: float, monkeypatch: pytest.MonkeyPatch, get_lag: float = 0.0
+) -> Iterator[tuple[Account, FaultProxy]]:
+    fake = RunPodFake(clock=clock, listing_lag=lag, get_lag=get_lag)
     names: list[str] = []
     original = fake._new_pod
 
@@ -118,12 +125,15 @@ def runpod(clock: FakeClock, lag: float, monkeypatch: pytest.MonkeyPatch) -> Ite
                 if pod["status"] == "PROVISIONING":
                     fake.make_running(pod["id"])
 
-        yield Account("runpod", "L40S-48GB", config, ("POST", "/v2/pods"), lambda: list(names), live, boot), proxy
+        create = ("POST", "/v2/pods")
+        yield Account("runpod", "L40S-48GB", config, create, lambda: list(names), live, boot, "/v2/pods/"), proxy
 
 
 @contextlib.contextmanager
-def vastai(clock: FakeClock, lag: float, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Account, FaultProxy]]:
-    fake = VastFake(clock=clock, listing_lag=lag)
+def vastai(
+    clock: FakeClock, lag: float, monkeypatch: pytest.MonkeyPatch, get_lag: float = 0.0
+) -> Iterator[tuple[Account, FaultProxy]]:
+    fake = VastFake(clock=clock, listing_lag=lag, get_lag=get_lag)
     with LoopbackServer(fake.app()) as server, FaultProxy(server.url) as proxy:
         monkeypatch.setenv("SCALECTL_VASTAI_API_KEY", fake.api_key)
         options = {"default_image": "vllm/vllm-openai:v0.8.5"}
@@ -149,7 +159,8 @@ def vastai(clock: FakeClock, lag: float, monkeypatch: pytest.MonkeyPatch) -> Ite
             return original(machine, body, price)
 
         fake._new_instance = recording_new_instance  # type: ignore[method-assign]
-        yield Account("vastai", "H100-SXM5-80GB", config, ("PUT", "/api/v0/asks/"), made, live, boot), proxy
+        create = ("PUT", "/api/v0/asks/")
+        yield Account("vastai", "H100-SXM5-80GB", config, create, made, live, boot, "/api/v0/instances/"), proxy
 
 
 ACCOUNTS = {"spheron": spheron, "runpod": runpod, "vastai": vastai}
@@ -171,15 +182,20 @@ async def run_scenario(
     horizon: float = 600.0,
     times: int | None = None,
     timeout: float | None = None,
+    get_lag: float = 0.0,
+    get_not_found: bool = False,
 ) -> Outcome:
     """``fault`` on the first ``times`` create requests (None: every one; ``fault`` None: a clean network)
-    against a listing ``lag`` seconds late. ``timeout``: the adapter's request timeout (real seconds; a
-    ``HANG`` holds the answer half a second longer), else its documented default."""
+    against a listing ``lag`` seconds late (and a get-by-id ``get_lag`` seconds late, in the fake; or, with
+    ``get_not_found``, every get-by-id answered 404 by the proxy). ``timeout``: the adapter's request
+    timeout (real seconds; a ``HANG`` holds the answer half a second longer), else its documented default."""
     clock = FakeClock()
-    with ACCOUNTS[adapter](clock, lag, monkeypatch) as (account, proxy):
+    with ACCOUNTS[adapter](clock, lag, monkeypatch, get_lag) as (account, proxy):
         method, path = account.create_path
         if fault is not None:
             proxy.add(fault, method=method, path=path, times=times)
+        if get_not_found:
+            proxy.add(ProxyFault.NOT_FOUND, method="GET", path=account.get_path, times=None)
         if timeout is not None:
             proxy.hang_seconds = timeout + 0.5
             account.config = dataclasses.replace(account.config, options={**account.config.options, "timeout": timeout})

@@ -13,7 +13,9 @@ every answer (``Connection: close``), so one request is one connection and a fau
 Faults: ``RESET_AFTER_ACTING`` (forward, then reset the client connection without answering),
 ``UNREADABLE_2XX`` (forward; a 2xx answer reaches the client with a body that is not JSON),
 ``HANG`` (forward, then hold the answer ``hang_seconds`` of real time: past the client's timeout),
-``RATE_LIMITED`` (429 with ``Retry-After``, not forwarded), ``SERVER_ERROR`` (500, not forwarded).
+``RATE_LIMITED`` (429 with ``Retry-After``, not forwarded), ``SERVER_ERROR`` (500, not forwarded),
+``NOT_FOUND`` (404, not forwarded: a get-by-id that lags behind a create, as a listing does;
+``proxy.add(ProxyFault.NOT_FOUND, method="GET", path="/api/deployments/", times=3)``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class ProxyFault(Enum):
     HANG = "hang"
     RATE_LIMITED = "rate-limited"
     SERVER_ERROR = "server-error"
+    NOT_FOUND = "not-found"
 
 
 @dataclass
@@ -144,6 +147,8 @@ class FaultProxy:
             fault = self._fault_for(method, path)
             if fault is ProxyFault.SERVER_ERROR:
                 writer.write(_response(500, b'{"error": "Internal Server Error"}', b"application/json"))
+            elif fault is ProxyFault.NOT_FOUND:
+                writer.write(_response(404, b'{"error": "Not Found", "message": "not found"}', b"application/json"))
             elif fault is ProxyFault.RATE_LIMITED:
                 extra = f"Retry-After: {self.retry_after}\r\n".encode()
                 writer.write(_response(429, b'{"error": "Too Many Requests"}', b"application/json", extra))

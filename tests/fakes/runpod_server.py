@@ -111,6 +111,9 @@ class RunPodFake:
     # A new pod shows in GET /v2/pods only this long (on ``clock``) after its create: eventual consistency.
     listing_lag: float = 0.0
     visible_at: dict[str, float] = field(default_factory=dict)  # pod id -> when the listing shows it
+    # ... and GET /v2/pods/{id} finds it (404 before) only this long after its create.
+    get_lag: float = 0.0
+    found_at: dict[str, float] = field(default_factory=dict)  # pod id -> when a get finds it
     resume_no_gpu_rate: float = 0.0  # share of starts that find the host's GPUs taken (seeded)
     gpu_taken: set[str] = field(default_factory=set)  # stopped pods whose GPUs someone else took
     _rng: random.Random = field(default_factory=lambda: random.Random(42))
@@ -312,6 +315,8 @@ class RunPodFake:
         pod = self.pods.get(request.path_params["pod_id"])
         if pod is None or pod["status"] == "TERMINATED":
             return _problem(404, "Not Found", "pod not found")
+        if request.method == "GET" and pod["id"] in self.found_at and self.found_at[pod["id"]] > self.clock.now():
+            return _problem(404, "Not Found", "pod not found")
         if request.method == "DELETE":
             pod["status"] = "TERMINATED"
             del self.pods[pod["id"]]
@@ -482,6 +487,10 @@ class RunPodFake:
             if self.clock is None:
                 raise ValueError("RunPodFake: listing_lag needs a clock")
             self.visible_at[pod_id] = self.clock.now() + self.listing_lag
+        if self.get_lag:
+            if self.clock is None:
+                raise ValueError("RunPodFake: get_lag needs a clock")
+            self.found_at[pod_id] = self.clock.now() + self.get_lag
         return pod
 
     def _public(self, pod: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,8 @@ Errors are ``{"error": ..., "message": ..., "code": ...}``; 429 carries ``Retry-
 ``retryAfter``. DELETE before the minimum runtime answers 400 ``canTerminate: false`` with
 ``timeRemaining`` (minutes). Deployments go ``deploying`` -> ``running`` on command; spot ones can
 be preempted to ``terminated-provider``. Time comes from the injected clock. ``listing_lag`` makes a new
-deployment show in the listing only that many seconds after its create (eventual consistency).
+deployment show in the listing only that many seconds after its create (eventual consistency), ``get_lag``
+the same for ``GET /api/deployments/{id}`` (404 until then).
 
 Limits (docs.spheron.ai/api-reference, "Rate limits"): about 100-250 requests per 15 minutes per IP
 and 10 deployment creates per 15 minutes per user; over either the fake answers 429 with
@@ -212,10 +213,12 @@ class FakeSpheron:
         extra_fields: bool = False,
         ip_address: str | None = None,  # every deployment's IP (e.g. 127.0.0.1 in front of a stand-in)
         listing_lag: float = 0.0,  # a new deployment shows in GET /api/deployments only this long after its create
+        get_lag: float = 0.0,  # ... and GET /api/deployments/{id} finds it (404 before) only this long after
     ):
         self.clock = clock
         self.ip_address = ip_address
         self.listing_lag = listing_lag
+        self.get_lag = get_lag
         self.api_key = api_key
         self.minimum_runtime_minutes = minimum_runtime_minutes
         self.paginate_deployments = paginate_deployments
@@ -504,7 +507,7 @@ class FakeSpheron:
     async def _get(self, request: Request) -> Response:
         with self.lock:
             d = self.deployments.get(request.path_params["id"])
-            if d is None:
+            if d is None or d["_started"] > self.clock.now() - self.get_lag:  # a get lags behind creates too
                 return JSONResponse({"error": "Deployment not found"}, 404)
             return JSONResponse(self._view(d))
 

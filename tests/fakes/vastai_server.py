@@ -109,6 +109,9 @@ class VastFake:
     # A new rental shows in the instance lists only this long (on ``clock``) after it: eventual consistency.
     listing_lag: float = 0.0
     visible_at: dict[int, float] = field(default_factory=dict)  # instance id -> when the lists show it
+    # ... and GET /api/v0/instances/{id}/ finds it (``{"instances": null}`` before) only this long after.
+    get_lag: float = 0.0
+    found_at: dict[int, float] = field(default_factory=dict)  # instance id -> when a get finds it
     resume_no_gpu_rate: float = 0.0  # share of starts that find the machine's GPU rented meanwhile (seeded)
     _resume_rng: random.Random = field(default_factory=lambda: random.Random(7))
     _next_id: int = 30_000_000
@@ -292,7 +295,8 @@ class VastFake:
         raw = request.path_params["instance_id"]
         row = self.instances.get(int(raw)) if raw.isdigit() else None
         if request.method == "GET":
-            return JSONResponse({"instances": self._public(row) if row else None})
+            found = row is not None and (row["id"] not in self.found_at or self.found_at[row["id"]] <= self.clock.now())
+            return JSONResponse({"instances": self._public(row) if row and found else None})
         if row is None:
             return _error(404, "no_such_instance", f"Instance {raw} not found.")
         if request.method == "PUT":
@@ -357,6 +361,10 @@ class VastFake:
             if self.clock is None:
                 raise ValueError("VastFake: listing_lag needs a clock")
             self.visible_at[row["id"]] = self.clock.now() + self.listing_lag
+        if self.get_lag:
+            if self.clock is None:
+                raise ValueError("VastFake: get_lag needs a clock")
+            self.found_at[row["id"]] = self.clock.now() + self.get_lag
         return row
 
     def _listed(self, instance_id: int) -> bool:

@@ -38,3 +38,22 @@ async def test_a_lag_longer_than_declared_costs_one_duplicate_per_row_which_is_c
     assert out.converged_at is not None, out
     assert out.creates == out.made == 2 * out.want, out
     assert out.duplicates == out.deleted == out.want and out.leaked == 0 and out.rows == out.want, out
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("where", ["fake", "proxy"])
+async def test_a_fresh_machine_a_lagging_get_cannot_find_is_kept_not_replaced(
+    adapter: str, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clean network, but the cloud's listing shows a new machine 10 s late (inside the declared 30 s) and
+    its get-by-id does not find it either: lagging as the listing does (the fake), or every get-by-id
+    answered 404 (the proxy). The tick after the create finds it neither listed nor by id: that is a
+    fresh machine, not a lost one. Ending it as lost launched a second machine per row and deleted the
+    first once it was listed (6 creates and 6 deletes for 2 instances, on each adapter)."""
+    if where == "fake":
+        out = await run_scenario(adapter, None, 10.0, monkeypatch, get_lag=10.0)
+    else:
+        out = await run_scenario(adapter, None, 10.0, monkeypatch, get_not_found=True)
+    assert out.converged_at is not None, out
+    assert (out.creates, out.made, out.duplicates, out.leaked, out.deleted) == (out.want, out.want, 0, 0, 0), out
+    assert out.rows == out.want, out

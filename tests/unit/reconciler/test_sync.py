@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
 from typing import Any
 
 from scalectl.clocks import FakeClock
+from scalectl.controller.provider_proxy import ProviderProxy, as_provider
 from scalectl.controller.reconciler.backoffs import Backoffs
 from scalectl.controller.reconciler.calls import Calls
 from scalectl.controller.reconciler.report import TickReport
-from scalectl.controller.reconciler.sync import SyncPhase
+from scalectl.controller.reconciler.sync import SyncPhase, adopt
 from scalectl.controller.reconciler.tick import Tick
 from scalectl.domain.instance import Instance, InstanceEvent, InstanceState
-from scalectl.providers.base import Capacity, GpuRequest, LaunchSpec
-from scalectl.providers.errors import Transient
+from scalectl.providers.base import Capacity, GpuRequest, LaunchSpec, ProviderInstance
+from scalectl.providers.errors import InstanceNotFound, Transient
 from scalectl.providers.registry import ProviderConfig
 from scalectl.providers.simulated import SimulatedCloud
 
@@ -93,3 +96,63 @@ async def test_a_webhook_notice_drains_the_instance() -> None:
     tick, events = _tick(clock)
     await phase.run(tick, [inst])
     assert inst.state is S.DRAINING and inst.interrupted and events.kinds == ["draining"]
+
+
+class Lagging(ProviderProxy):
+    """A cloud that lists and gets a new machine ``lag`` seconds late (and declares it as its listing lag);
+    a machine ``forgotten`` is neither listed nor found at all (deleted, and its record gone)."""
+
+    def __init__(self, inner: SimulatedCloud, clock: FakeClock, lag: float) -> None:
+        super().__init__(inner)
+        self.clock, self.lag = clock, lag
+        self.capabilities = dataclasses.replace(inner.capabilities, listing_lag=lag)
+        self.forgotten: set[str] = set()
+
+    def _shown(self, inst: ProviderInstance) -> bool:
+        if inst.provider_id in self.forgotten:
+            return False
+        return inst.created_at is None or inst.created_at <= self.clock.now() - self.lag
+
+    async def list(self, key_prefix: str) -> builtins.list[ProviderInstance]:
+        return [i for i in await self.inner.list(key_prefix) if self._shown(i)]
+
+    async def get(self, provider_id: str) -> ProviderInstance:
+        found = await self.inner.get(provider_id)
+        if not self._shown(found):
+            raise InstanceNotFound(f"no instance {provider_id}", provider=self.name)
+        return found
+
+
+async def _made_and_answered(lag: float) -> tuple[FakeClock, Lagging, SyncPhase, Instance]:
+    """An instance whose create was answered (it holds the provider id) on a cloud that lags ``lag`` s."""
+    clock, cloud, inst = await _world()
+    (made,) = await cloud.list("sc-")
+    adopt(inst, made, clock.now())  # what the create phase does with the create's answer
+    lagging = Lagging(cloud, clock, lag)
+    return clock, lagging, SyncPhase({"sim": as_provider(lagging)}, Calls(), Backoffs(), "sc-", None), inst
+
+
+async def test_a_fresh_machine_neither_listed_nor_found_yet_is_kept_within_the_listing_lag() -> None:
+    clock, cloud, phase, inst = await _made_and_answered(lag=30.0)
+    clock.advance(5)
+    tick, events = _tick(clock)
+    await phase.run(tick, [inst])  # not listed, and the get answers not found: the cloud has not caught up
+    assert inst.state is S.PROVISIONING and events.kinds == [], (inst.state, inst.reason)
+    assert "5s after its create" in inst.reason and "30s" in inst.reason and "listing lag" in inst.reason
+    clock.advance(56)  # listed now, and booted
+    tick, events = _tick(clock)
+    await phase.run(tick, [inst])
+    assert inst.state is S.READY and events.kinds == ["ready"]
+    assert len([i for i in await cloud.inner.list("sc-") if not i.status.is_gone]) == 1
+
+
+async def test_after_the_listing_lag_not_found_is_gone() -> None:
+    clock, cloud, phase, inst = await _made_and_answered(lag=30.0)
+    cloud.forgotten.add(inst.provider_id or "")  # really gone at the provider, before any listing showed it
+    clock.advance(10)
+    await phase.run(_tick(clock)[0], [inst])
+    assert inst.state is S.PROVISIONING  # inside the lag: indistinguishable from a fresh one, kept
+    clock.advance(21)
+    tick, events = _tick(clock)
+    await phase.run(tick, [inst])
+    assert inst.state is S.FAILED and "lost" in events.kinds and "not found" in inst.reason
