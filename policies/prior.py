@@ -14,13 +14,12 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from scalectl.policies.core.constants import KNEE_SHARE
 from scalectl.sizing.engine import launched_engine
 from scalectl.sizing.errors import SizingError
 from scalectl.sizing.gpus import UnknownGpu
 from scalectl.sizing.spec import ServingSpec
 from scalectl.sizing.vllm_args import max_num_seqs
-
-KNEE_SHARE = 0.8
 
 
 @lru_cache(maxsize=256)

@@ -22,8 +22,8 @@ from dataclasses import replace
 
 from scalectl.policies.common import dur, num
 from scalectl.policies.core import behaviour
+from scalectl.policies.core.constants import KNEE_SHARE
 from scalectl.policies.core.pipeline import CoreInputs, CoreState, Reading, decide
-from scalectl.policies.prior import KNEE_SHARE
 from scalectl.policies.spec import ReactiveRules
 from scalectl.policies.types import Decision, PolicyInput, Signals
 

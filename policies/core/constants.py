@@ -47,6 +47,7 @@ LEVEL_WINDOW_S = 3600.0  # the last hour against the same hour a season ago sets
 LEVEL_CLAMP = (0.5, 2.0)  # the scale a season ago may be stretched by: a holiday is not a new season
 
 # --- capacity (capacity.py) -----------------------------------------------------------------------------
+KNEE_SHARE = 0.8  # an engine limit (sequence slots, compute) × this is the prior: a queue's tail grows before it
 BIN = 0.05  # observation bins, as a share of the prior
 MAX_BIN = 60  # loads above 3× the prior share the last bin
 SETTLE_S = 60.0  # a changed ready count must hold this long before the latency window describes it

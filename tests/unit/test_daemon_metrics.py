@@ -16,20 +16,31 @@ from scalectl.tiers.config import load_config
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiers.yaml"
 
 
-def test_capacity_per_instance_is_a_gauge_per_target_tracking_tier() -> None:
+def test_capacity_per_instance_is_a_gauge_per_target_mode_tier() -> None:
+    from scalectl.policies.core.capacity import CapacityState, observe
+    from scalectl.policies.core.pipeline import CoreState, MeasureState
+
     config, text = load_config(EXAMPLE)
     engine = make_engine("sqlite://")
     Base.metadata.create_all(engine)
     store = Store(engine)
     store.config.apply(config, text, "test", 0.0)
-    learned = {"cap.prior": 160.0, "cap.b10.good": 20.0, "cap.b12.bad": 20.0}  # breached from 96 per instance
-    with store.sessions.begin() as session:
-        store.policy.save(session, "orchestrator", PolicyState(learned=learned), 3, 1.0)
     metrics = DaemonMetrics()
     metrics.observe_capacity(store)
+    before = generate_latest(metrics.registry).decode()
+    assert 'scalectl_tier_capacity_per_instance{source="used",tier="orchestrator"}' not in before  # unknown: absent
+    cap = CapacityState()
+    for i in range(400):  # 8 ready at 40–79 req/s each against a prior of 100: breaches from 60
+        per_instance = 40 + (i % 40)
+        cap = observe(cap, now=60.0 * i, prior=100.0, rate=8 * per_instance, ready=8,
+                      ttft=2.0 if per_instance >= 60 else 0.2, target=0.5, waiting=0)  # fmt: skip
+    core = CoreState(last_t=1.0, measures={"requests": MeasureState(capacity=cap)})
+    with store.sessions.begin() as session:
+        store.policy.save(session, "orchestrator", PolicyState(core=core), 3, 1.0)
+    metrics.observe_capacity(store)
     text_out = generate_latest(metrics.registry).decode()
-    assert 'scalectl_tier_capacity_per_instance{source="prior",tier="orchestrator"} 160.0' in text_out
-    assert 'scalectl_tier_capacity_per_instance{source="used",tier="orchestrator"} 96.0' in text_out
+    assert 'scalectl_tier_capacity_per_instance{source="prior",tier="orchestrator"} 100.0' in text_out
+    assert 'scalectl_tier_capacity_per_instance{source="used",tier="orchestrator"} 60.0' in text_out
     assert 'tier="research"' not in text_out.split("scalectl_tier_capacity_per_instance", 1)[1].split("# HELP", 1)[0]
 
 
