@@ -46,3 +46,21 @@ def compute_prior(serving: ServingSpec, gpu: str, gpu_count: int) -> float | Non
     except (SizingError, UnknownGpu, ValueError, OSError):
         return None
     return 1.0 / engine.prefill_s_per_token
+
+
+BOOT_QUANTILE = 0.9  # the boot horizon is the boot path's high percentile, as measured boots are read (boot.py)
+
+
+@lru_cache(maxsize=256)
+def boot_prior(serving: ServingSpec, gpu_count: int) -> float | None:
+    """Create → serving (seconds) at ``BOOT_QUANTILE`` from the boot model (a GPU VM of unknown provider, the
+    cold path: image, weights, engine start), until the tier has measured its own boots. None when the
+    catalogue does not know the model."""
+    from scalectl.sizing.boot import boot_model
+    from scalectl.sizing.models import resolve_model
+
+    try:
+        model = resolve_model(serving.model, serving.config_json)
+    except (SizingError, ValueError, KeyError, OSError):
+        return None
+    return boot_model("", gpu_count, model).quantiles(BOOT_QUANTILE)[0]

@@ -10,7 +10,7 @@ from scalectl.policies.boot import boot_time
 from scalectl.policies.external import load_external_policy
 from scalectl.policies.history import DemandHistory
 from scalectl.policies.predictive import lead_time_of
-from scalectl.policies.prior import capacity_prior, compute_prior
+from scalectl.policies.prior import boot_prior, capacity_prior, compute_prior
 from scalectl.policies.registry import forecast_of
 from scalectl.policies.spec import ExternalPolicy
 from scalectl.policies.types import Bounds, Decision, PolicyInput, SeasonalHistory
@@ -112,6 +112,8 @@ class PolicyRunner:
             inp = replace(inp, capacity_prior=capacity_prior(tier.serving, tier.gpu, tier.gpu_count))
         if inp.compute_prior is None:
             inp = replace(inp, compute_prior=compute_prior(tier.serving, tier.gpu, tier.gpu_count))
+        if inp.boot_time is None and boot_time(inp.state.learned) is None:  # nothing measured yet: the boot model
+            inp = replace(inp, boot_time=boot_prior(tier.serving, tier.gpu_count))
         if forecast_of(tier.policy) is not None and inp.boot_time is None:
             # the forecast window must match the lead time the policy acts on (measured, in its state)
             inp = replace(inp, history=self.seasonal(name, tier, inp.now, inp.state.learned))

@@ -6,7 +6,13 @@ from scalectl.controller.reconciler.decide import PolicyRunner
 from scalectl.tiers.config import parse_config
 from tests.builders import min_floor, tier, tiers_yaml
 
-FORTNIGHTLY = {"kind": "predictive", "headroom": 0, "lead_time": 0, "forecast": {"periods": ["14d"], "horizon": "10m"}}
+FORTNIGHTLY = {
+    "kind": "predictive",
+    "headroom": 0,
+    "lead_time": 0,
+    "reactive": {"mode": "thresholds"},
+    "forecast": {"periods": ["14d"], "horizon": "10m"},
+}
 TIERS = tiers_yaml(
     {"fortnightly": tier("L40S", max=40, policy=FORTNIGHTLY), "plain": tier("L40S", policy=min_floor(0))}
 )
