@@ -71,6 +71,7 @@ class Burst:
     peak: float  # units/s at the highest phase within the horizon
     due_in: float  # seconds until that phase begins (0: under way)
     period_s: float
+    burst: bool = True  # the window reaches the profile's bursts (above halfway from its median to its top)
 
 
 def observe(
@@ -104,7 +105,9 @@ def burst_within(state: PeriodState, width: float, now: float, horizon: float) -
     peak = max(profile[i % period] for i in window)
     half = min(peak, (peak + statistics.median(profile)) / 2)  # a window in a lull: its own highest bin
     onset = next(i for i in window if profile[i % period] >= half)
-    return Burst(peak, max(0.0, onset * width - now), period * width)
+    centre = statistics.median(profile)
+    burst = peak >= (centre + max(profile)) / 2
+    return Burst(peak, max(0.0, onset * width - now), period * width, burst)
 
 
 def _search(

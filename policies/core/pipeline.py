@@ -273,5 +273,7 @@ def _hold(
         return None
     err = state.errors.quantile()
     count = ceil_count((burst.peak + (err if err is not None else COLD_HEADROOM * burst.peak)) / per_instance)
+    if not burst.burst:  # a lull all the way to the horizon: the period's highest rate within it
+        return behaviour.Hold(count, f"the {dur(burst.period_s)} period's rate within {dur(horizon)}")
     due = f"due in {dur(burst.due_in)}" if burst.due_in > 0 else "under way"
     return behaviour.Hold(count, f"a {dur(burst.period_s)} burst is {due}")

@@ -53,3 +53,14 @@ def test_state_round_trips_through_its_dict() -> None:
     ticks = counts(cron_bursts(), 4 * 60)
     state, _ = search(binned(Bins(60.0, 180), ticks), ticks[-1][0])
     assert PeriodState.from_dict(state.to_dict()) == state
+
+
+def test_a_window_that_reaches_no_burst_is_not_called_one() -> None:
+    from scalectl.policies.core.periodicity import PeriodState, burst_within
+
+    profile = (10.0,) * 12 + (60.0, 60.0, 10.0)  # 15 one-minute phases: a 2-minute burst at phases 12–13
+    state = PeriodState(period=15, profile=profile)
+    lull = burst_within(state, 60.0, now=0.0, horizon=300.0)  # phases 0–5: all lull
+    assert lull is not None and not lull.burst and lull.peak == 10.0
+    due = burst_within(state, 60.0, now=600.0, horizon=180.0)  # phases 10–13: the burst at 12
+    assert due is not None and due.burst and due.peak == 60.0 and due.due_in == 120.0
