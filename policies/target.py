@@ -9,9 +9,10 @@ Measures, each with a capacity prior in its own units (the larger need wins, as 
   what capacity has learned, so it must not move with every tick's noise).
 - **tokens** (vLLM tiers): prompt tokens not found in the prefix cache plus tokens generated, against the
   engine model's compute (`compute_prior`) at ``KNEE_SHARE`` of it: a queue's tail grows before the limit.
-- **in flight** (no arrival count: a Celery queue, or recorded rows without rates): work running plus
-  waiting as a level, against ``capacity`` in flight. A level of Poisson work has Poisson noise (M/G/∞),
-  so the surge test holds.
+- **in flight**: work running plus waiting as a level, against ``capacity`` in flight: alone where there is
+  no arrival count (a Celery queue, recorded rows without rates), beside the requests where their prior
+  cannot be formed yet (no service time measured: a source without finishes, a fresh tier). A level of
+  Poisson work has Poisson noise (M/G/∞), so the surge test holds.
 """
 
 from __future__ import annotations
@@ -101,12 +102,18 @@ def _readings(
 ) -> tuple[Reading, ...]:
     signals = inp.signals
     in_flight_prior = rules.capacity if rules.capacity is not None else inp.capacity_prior
-    if signals.arrivals is None and _level(signals) is not None:  # work in flight, no arrival count: a level
-        level = _level(signals)
-        grain = tick_s or 1.0
-        count = None if level is None or tick_s is None else level * tick_s
-        how = "" if in_flight_prior is not None else "set policy `capacity` (work in flight one instance serves)"
-        return (Reading("in flight", "in flight", count, in_flight_prior, how, grain=grain),)
+    level = _level(signals)
+    how = "" if in_flight_prior is not None else "set policy `capacity` (work in flight one instance serves)"
+    in_flight = Reading(
+        "in flight",
+        "in flight",
+        None if level is None or tick_s is None else level * tick_s,
+        in_flight_prior,
+        how,
+        grain=tick_s or 1.0,
+    )
+    if signals.arrivals is None and level is not None:  # work in flight, no arrival count: the level alone
+        return (in_flight,)
     svc = learned.get(_SVC_REF)
     if in_flight_prior is None:
         req_prior, req_how = None, "set policy `capacity` (requests in flight one instance serves)"
@@ -116,9 +123,11 @@ def _readings(
         req_prior = in_flight_prior / svc
         req_how = f"{num(round(in_flight_prior, 1))} in flight ÷ {dur(svc)} service"
     requests = Reading("requests", "req/s", signals.arrivals, req_prior, req_how, backlog=signals.requests_waiting)
+    # Until a service time is measured (or where the source gives no finishes) the level in flight stands in.
+    rates = (requests, in_flight) if req_prior is None and level is not None else (requests,)
     tokens_rate = computed_tokens(signals)
     if tokens_rate is None:  # not reported (an engine without token counters, or no instance answering)
-        return (requests,)
+        return rates
     per_request = tokens_rate / signals.request_rate if tokens_rate and signals.request_rate else None
     # This tick's arrivals at the window's tokens per request: the window's token rate alone would smear a
     # two-minute burst over the window, and the mix per request moves far slower than the arrivals do.
@@ -137,7 +146,7 @@ def _readings(
         if signals.requests_waiting is None or per_request is None
         else signals.requests_waiting * per_request,
     )
-    return requests, tokens
+    return (*rates, tokens)
 
 
 def _observe_service(learned: Mapping[str, float], now: float, signals: Signals) -> dict[str, float]:
