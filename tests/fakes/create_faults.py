@@ -188,13 +188,15 @@ async def run_scenario(
     get_lag: float = 0.0,
     get_not_found: bool = False,
     deadline: float | None = None,
+    launch_timeout: float | None = None,
 ) -> Outcome:
     """``fault`` on the first ``times`` create requests (None: every one; ``fault`` None: a clean network)
     against a listing ``lag`` seconds late (and a get-by-id ``get_lag`` seconds late, in the fake; or, with
     ``get_not_found``, every get-by-id answered 404 by the proxy). ``timeout``: the adapter's request
     timeout (real seconds; a ``HANG`` holds the answer half a second longer), else its documented default.
     ``deadline``: the daemon's per-call deadline around the adapter (real seconds; a ``HANG`` holds the
-    answer a second longer, well inside the adapter's own timeout), else none."""
+    answer a second longer, well inside the adapter's own timeout), else none. ``launch_timeout``: the
+    tier's (seconds), else its default."""
     clock = FakeClock()
     with ACCOUNTS[adapter](clock, lag, monkeypatch, get_lag) as (account, proxy):
         method, path = account.create_path
@@ -211,8 +213,10 @@ async def run_scenario(
             proxy.hang_seconds = deadline + 1.0
             cut = DeadlineProvider(provider, deadline, clock)
             provider = as_provider(cut)
+        fields = {"launch_timeout": f"{launch_timeout:g}s"} if launch_timeout is not None else {}
+        web = tier(account.gpu, providers=[account.name], min=want, max=want, policy=min_floor(want), **fields)
         text = tiers_yaml(
-            {"web": tier(account.gpu, providers=[account.name], min=want, max=want, policy=min_floor(want))},
+            {"web": web},
             {
                 account.name: {
                     "type": account.config.type,
