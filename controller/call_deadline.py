@@ -7,8 +7,16 @@ the tick: a read (``list``, ``get``, ``offers``) made while silent starts one pr
 at a time, with the same deadline); once a probe answers, the account's calls go out again. So a hung API
 costs the tick that finds it one deadline, and other tiers nothing after that; an account that recovers
 is used again from the tick after the probe that saw it. Nothing that acts (create, delete, stop, start)
-is sent while silent, and cancelling a create is safe by the crash rule: its intent is stored first, and a
-later tick asks again under the same key."""
+is sent while silent.
+
+A create cut by its deadline may have acted: the request may be at the provider, which makes the machine
+and answers too late. It is answered as a create whose answer was lost (``CreateUnconfirmed``,
+``providers/create_outcome.py``): its row is kept, the machine adopted when a listing shows it under the
+key, and no create sent for that key before the provider's declared ``listing_lag`` has passed. (A plain
+retryable error would send it again under the same key a few seconds later, before a lagging listing can
+show the first machine, and the second one would bill beside it.) A create refused because the account is
+silent was never sent: that one is an ordinary retryable error. A cut delete, stop or start acts on a
+machine we already hold, and sending it again is idempotent; they stay retryable."""
 
 from __future__ import annotations
 
@@ -20,6 +28,7 @@ from typing import TypeVar
 from scalectl.clocks import Clock
 from scalectl.controller.provider_proxy import ProviderProxy, as_provider
 from scalectl.providers.base import Provider
+from scalectl.providers.create_outcome import unconfirmed
 from scalectl.providers.errors import Transient
 
 log = logging.getLogger("scalectl.providers")
@@ -32,13 +41,16 @@ class NoAnswer(Transient):
 
 
 class DeadlineProvider(ProviderProxy):
-    def __init__(self, inner: Provider, deadline: float, clock: Clock) -> None:
-        """``clock``: the real one; the deadline is about this process's loop, not the world's time."""
+    def __init__(self, inner: Provider, deadline: float, clock: Clock, world: Clock | None = None) -> None:
+        """``clock``: the real one; the deadline is about this process's loop, not the world's time.
+        ``world``: the reconciler's and the adapters' clock (an accelerated demo's), on which a cut
+        create's ``settles_at`` is read; ``clock`` when not given."""
         super().__init__(inner)
         if deadline <= 0:
             raise ValueError(f"a provider call deadline must be > 0 seconds, got {deadline}")
         self.deadline = deadline
         self._clock = clock
+        self._world = world if world is not None else clock
         self._silent_since: float | None = None  # monotonic: when it missed a deadline; None: it answers
         self._probe: asyncio.Task[None] | None = None
 
@@ -59,7 +71,11 @@ class DeadlineProvider(ProviderProxy):
             return await asyncio.wait_for(call(), self.deadline)
         except TimeoutError:
             self._missed(operation)
-            raise NoAnswer(f"{operation}: no answer within {self.deadline:g}s", provider=self.name) from None
+            what = f"{operation}: no answer within {self.deadline:g}s"
+            if operation == "create":  # it may be at the provider: unknown, adopt; never sent again at once
+                lag = self.inner.capabilities.listing_lag
+                raise unconfirmed(what, provider=self.name, clock=self._world, listing_lag=lag) from None
+            raise NoAnswer(what, provider=self.name) from None
 
     def _missed(self, operation: str) -> None:
         if self._silent_since is None:
@@ -95,5 +111,5 @@ class DeadlineProvider(ProviderProxy):
         await self.inner.aclose()
 
 
-def with_deadline(provider: Provider, deadline: float, clock: Clock) -> Provider:
-    return as_provider(DeadlineProvider(provider, deadline, clock))
+def with_deadline(provider: Provider, deadline: float, clock: Clock, world: Clock | None = None) -> Provider:
+    return as_provider(DeadlineProvider(provider, deadline, clock, world))

@@ -190,7 +190,8 @@ class Daemon:
     def _fenced(self, providers: dict[str, Provider]) -> dict[str, Provider]:
         assert self.replica is not None
         elector, deadline = self.replica.elector, self.call_deadline
-        return {name: with_deadline(fenced(p, elector), deadline, self.real_clock) for name, p in providers.items()}
+        real, world = self.real_clock, self.clock
+        return {name: with_deadline(fenced(p, elector), deadline, real, world) for name, p in providers.items()}
 
     def _publish_clock(self, store: Store, *, running: bool = True) -> None:
         now, wall = self.clock.now(), self.real_clock.now()

@@ -98,6 +98,8 @@ def _began(row: Instance) -> float:
 
 
 def pending_expired(row: Instance, tier: TierSpec | None, now: float) -> bool:
-    """A create that never produced an instance within the launch timeout is abandoned."""
+    """A create that never produced an instance within the launch timeout is abandoned, but not while it
+    waits to be asked again: a create whose outcome is unknown waits out its provider's listing lag
+    (``next_attempt_at``), and ending it sooner would launch a second machine beside the one it may have made."""
     timeout = tier.launch_timeout if tier is not None else 300.0
-    return now - row.created_at > timeout
+    return now - row.created_at > timeout and now >= (row.next_attempt_at or 0.0)

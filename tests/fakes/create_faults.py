@@ -10,6 +10,7 @@ reports what the provider saw: creates it received, machines it made, duplicates
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from collections import Counter
@@ -20,6 +21,8 @@ from typing import Any
 import pytest
 
 from scalectl.clocks import FakeClock
+from scalectl.controller.call_deadline import DeadlineProvider
+from scalectl.controller.provider_proxy import as_provider
 from scalectl.controller.reconciler.decide import PolicyRunner
 from scalectl.controller.reconciler.loop import Reconciler
 from scalectl.controller.store.db import make_engine
@@ -184,11 +187,16 @@ async def run_scenario(
     timeout: float | None = None,
     get_lag: float = 0.0,
     get_not_found: bool = False,
+    deadline: float | None = None,
+    launch_timeout: float | None = None,
 ) -> Outcome:
     """``fault`` on the first ``times`` create requests (None: every one; ``fault`` None: a clean network)
     against a listing ``lag`` seconds late (and a get-by-id ``get_lag`` seconds late, in the fake; or, with
     ``get_not_found``, every get-by-id answered 404 by the proxy). ``timeout``: the adapter's request
-    timeout (real seconds; a ``HANG`` holds the answer half a second longer), else its documented default."""
+    timeout (real seconds; a ``HANG`` holds the answer half a second longer), else its documented default.
+    ``deadline``: the daemon's per-call deadline around the adapter (real seconds; a ``HANG`` holds the
+    answer a second longer, well inside the adapter's own timeout), else none. ``launch_timeout``: the
+    tier's (seconds), else its default."""
     clock = FakeClock()
     with ACCOUNTS[adapter](clock, lag, monkeypatch, get_lag) as (account, proxy):
         method, path = account.create_path
@@ -200,8 +208,15 @@ async def run_scenario(
             proxy.hang_seconds = timeout + 0.5
             account.config = dataclasses.replace(account.config, options={**account.config.options, "timeout": timeout})
         provider: Provider = build_provider(account.config, clock)
+        cut: DeadlineProvider | None = None
+        if deadline is not None:  # as the daemon wraps every account; a HANG holds the answer past the deadline
+            proxy.hang_seconds = deadline + 1.0
+            cut = DeadlineProvider(provider, deadline, clock)
+            provider = as_provider(cut)
+        fields = {"launch_timeout": f"{launch_timeout:g}s"} if launch_timeout is not None else {}
+        web = tier(account.gpu, providers=[account.name], min=want, max=want, policy=min_floor(want), **fields)
         text = tiers_yaml(
-            {"web": tier(account.gpu, providers=[account.name], min=want, max=want, policy=min_floor(want))},
+            {"web": web},
             {
                 account.name: {
                     "type": account.config.type,
@@ -219,6 +234,8 @@ async def run_scenario(
         try:
             while clock.now() - start < horizon and calm < AFTER:
                 await reconciler.tick()
+                if cut is not None and cut._probe is not None:  # a silent account's probe answers between
+                    await asyncio.wait([cut._probe])  # ticks, as in the daemon (its ticks are seconds apart)
                 account.boot()
                 rows = held(store)
                 ours = account.live()

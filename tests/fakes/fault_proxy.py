@@ -134,7 +134,12 @@ class FaultProxy:
         self._ready.set()
         try:
             loop.run_forever()
-        finally:
+        finally:  # answers still held (a HANG past the client's deadline) end with the proxy, not after it
+            held = asyncio.all_tasks(loop)
+            for task in held:
+                task.cancel()
+            if held:
+                loop.run_until_complete(asyncio.gather(*held, return_exceptions=True))
             loop.close()
 
     # ---- one connection, one request -------------------------------------------------------------
@@ -165,6 +170,8 @@ class FaultProxy:
             await writer.drain()
         except (ConnectionError, asyncio.IncompleteReadError):
             pass  # the client went away (its timeout): nothing left to answer
+        except asyncio.CancelledError:
+            pass  # the proxy stops while it still holds this answer (``_run``): ends quietly, as the client did
         finally:
             if not writer.is_closing():
                 writer.close()

@@ -57,3 +57,34 @@ async def test_a_fresh_machine_a_lagging_get_cannot_find_is_kept_not_replaced(
     assert out.converged_at is not None, out
     assert (out.creates, out.made, out.duplicates, out.leaked, out.deleted) == (out.want, out.want, 0, 0, 0), out
     assert out.rows == out.want, out
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+@pytest.mark.parametrize("lag", [15.0, 25.0], ids=["lag15s", "lag25s"])
+async def test_a_create_cut_by_its_call_deadline_is_adopted_never_repeated(
+    adapter: str, lag: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daemon's per-call deadline around the adapter (1 s here, the adapter's own timeout at its 30 s
+    default): the provider acts on every create and answers only after the deadline has cut the call.
+    Such a create may have acted, as one whose answer was lost: it must be adopted when listed, not sent
+    again 5 s later under the same key before the listing can show the first machine (which billed a
+    second machine per row until garbage collection deleted it)."""
+    out = await run_scenario(adapter, ProxyFault.HANG, lag, monkeypatch, deadline=1.0)
+    assert out.converged_at is not None, out
+    assert (out.creates, out.made, out.duplicates, out.leaked) == (out.want, out.want, 0, 0), out
+    assert out.deleted == 0 and out.rows == out.want, out
+
+
+@pytest.mark.parametrize("fault", [ProxyFault.HANG, ProxyFault.RESET_AFTER_ACTING], ids=["deadline", "reset"])
+async def test_an_unconfirmed_create_is_not_abandoned_and_replaced_within_the_listing_lag(
+    fault: ProxyFault, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tier whose launch timeout (10 s) is shorter than its provider's declared listing lag (30 s), against
+    a cloud that lists a new machine 25 s late. The row of a create whose outcome is unknown was ended as
+    lost at 10 s, a new key created beside the machine the lost create made, and that one deleted once
+    listed: a second machine billed per row. It is held until the create has settled, then adopted."""
+    deadline = 1.0 if fault is ProxyFault.HANG else None
+    out = await run_scenario("spheron", fault, 25.0, monkeypatch, deadline=deadline, launch_timeout=10.0)
+    assert out.converged_at is not None, out
+    assert (out.creates, out.made, out.duplicates, out.leaked) == (out.want, out.want, 0, 0), out
+    assert out.deleted == 0 and out.rows == out.want, out

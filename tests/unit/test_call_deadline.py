@@ -6,13 +6,15 @@ Hang guards only: every wait here is a deadline the test sets, never a measured 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
 from scalectl.clocks import FakeClock
 from scalectl.controller.call_deadline import DeadlineProvider, NoAnswer
 from scalectl.controller.provider_proxy import as_provider
-from scalectl.providers.base import GpuRequest
+from scalectl.providers.base import Capacity, GpuRequest, LaunchSpec
+from scalectl.providers.errors import CreateUnconfirmed
 from scalectl.providers.registry import ProviderConfig
 from scalectl.providers.simulated import SimulatedCloud
 from tests.fakes.hanging_provider import HangingProvider
@@ -89,4 +91,32 @@ async def test_a_probe_past_the_deadline_leaves_the_account_silent_and_the_next_
         await provider.offers(GpuRequest(gpu="H100-SXM5-80GB", count=1))
     await _started()
     assert inner.started == ["list", "list", "offers"]
+    await provider.aclose()
+
+
+async def _spec(provider: DeadlineProvider) -> LaunchSpec:
+    offer = (await provider.inner.offers(GpuRequest(gpu="H100-SXM5-80GB", count=1)))[0]
+    return LaunchSpec(key="sc-web-0001", tier="web", offer=offer, capacity=Capacity.ON_DEMAND)
+
+
+async def test_a_create_cut_by_its_deadline_is_unconfirmed_until_the_listing_lag_has_passed() -> None:
+    """It may be at the provider (made, answered late): answered as a create whose answer was lost, so the
+    reconciler keeps the row, adopts the machine when listed and sends no create for the key before the
+    provider's listing lag, on the world's clock (the reconciler's; an accelerated demo's). It was a
+    retryable ``NoAnswer``, and the reconciler sent the create again under the same key 5 s later."""
+    real, inner, _ = _wrapped(0.05)
+    world = FakeClock(start=2_000_000_000.0)
+    inner.hang = False
+    provider = DeadlineProvider(as_provider(inner), 0.05, real, world)
+    spec = await _spec(provider)
+    inner.capabilities = dataclasses.replace(inner.capabilities, listing_lag=30.0)  # as a lagging cloud declares
+    inner.hang = True
+    with pytest.raises(CreateUnconfirmed, match=r"create: no answer within 0\.05s") as cut:
+        await provider.create(spec)
+    assert cut.value.settles_at == world.now() + 30.0 and not cut.value.retryable
+    assert provider.silent and inner.started[-1] == "create" and inner.in_flight == 0
+    # While the account is silent a create is not sent at all: an ordinary retryable error, nothing unknown.
+    with pytest.raises(NoAnswer, match="create not sent") as refused:
+        await provider.create(spec)
+    assert refused.value.retryable and inner.started.count("create") == 1
     await provider.aclose()
