@@ -356,11 +356,17 @@ def _step_limited(
     fr, per_token = float(lane.free[slot]), float((lane.step[slot] + lane.full_extra[slot]) / lane.chunk[slot])
     c_p = profile.prefill_s_per_token
     free_at = float(rel_free[slot])
-    on_slot = inst == slot
-    context = d[:, N_IN] + d[:, N_OUT] - remaining  # tokens a sequence holds when its decoding (re)starts
-    final_blocks = np.ceil((d[:, N_IN] + d[:, N_OUT]) / BLOCK_TOKENS)
+    # The per-request figures below are read for this instance's rows only: filled for them alone (a tick that
+    # steps several instances would otherwise compute every column over all the tick's rows for each one).
+    rows = np.flatnonzero(inst == slot)
+    size = (d.shape[0],)
+    n_in, n_out = d[:, N_IN].take(rows), d[:, N_OUT].take(rows)
+    context, final_blocks, arrive = np.empty(size), np.empty(size), np.empty(size)
+    context[rows] = n_in + n_out - remaining.take(rows)  # tokens a sequence holds when its decoding (re)starts
+    final_blocks[rows] = np.ceil((n_in + n_out) / BLOCK_TOKENS)
+    arrive[rows] = np.maximum(d[:, COL_T].take(rows) - t0, 0.0)
     # The running sequences in admission order (the carried ones by when their decoding started).
-    holding = np.flatnonzero(on_slot & admitted)
+    holding = rows[admitted.take(rows)]
     holding = holding[np.argsort(first[holding], kind="stable")]
     # The running sequences, in admission order, with when each ends: a dict keeps both (insertion order,
     # the last admitted popped first). A list scanned with numpy scalar reads at every event (who finished,
@@ -374,9 +380,8 @@ def _step_limited(
     serial = len(serials)
     start = {i: max(float(first[i]) - t0, 0.0) for i in run}  # decoding (re)starts: tokens grow from here
     held0 = {i: float(context[i]) for i in run}  # tokens held at start[i]
-    queue: deque[int] = deque(np.flatnonzero(on_slot & candidates)[np.argsort(d[on_slot & candidates, COL_T],
-                                                                          kind="stable")].tolist())  # fmt: skip
-    arrive = np.maximum(d[:, COL_T] - t0, 0.0)
+    waiting = rows[candidates.take(rows)]
+    queue: deque[int] = deque(waiting[np.argsort(d[:, COL_T].take(waiting), kind="stable")].tolist())
     ceiling = float(final_blocks[holding].sum())  # blocks the running sequences hold once they are done
     preempted = 0
     tau, preempted_at = 0.0, -np.inf
