@@ -43,6 +43,8 @@ from scalectl.simulator.requests import T as COL_T
 from scalectl.sizing.engine import EngineProfile
 from scalectl.sizing.kv import BLOCK_TOKENS
 
+COLUMNS_FROM = 20_000  # rows in a tick past which its matrix is laid out by columns (beyond the CPU's caches)
+
 
 @dataclass(frozen=True, slots=True)
 class Estimates:
@@ -130,6 +132,10 @@ def simulate_tick(
     if refused.any():
         new = Requests(new.data[~refused])
     d = Requests.concat([carried, new]).data
+    if d.shape[0] > COLUMNS_FROM:
+        # A backlog (a fleet far behind its traffic) is read column by column below, dozens of times: row-major,
+        # each column read sweeps the whole matrix through memory; one copy by columns makes each read contiguous.
+        d = np.asfortranarray(d)
     inst = d[:, INST].astype(np.int64)
     first = d[:, FIRST].copy()  # when decoding (re)starts: the first token, or a resume after preemption
     admitted = d[:, ADMITTED] > 0
