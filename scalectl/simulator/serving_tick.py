@@ -241,9 +241,21 @@ def _over_limit(
     if not n:
         return []
     start = np.where(candidates[on], np.maximum(d[:, COL_T][on] - t0, 0.0), -1.0)
+    # Over at the tick's start already (a backlog waiting at t0): the events up to t = 0 are a prefix of the
+    # sorted order below, so their sum is a running sum the peak reaches. Those instances skip the sort, the
+    # larger the backlog the dearer.
+    ends = end[on]
+    already = _over_at_start(profile, inst[on], start, ends, reserve[on], maybe.shape[0])
+    if already.any():
+        rest = ~already[inst[on]]
+        on, start, ends = on[rest], start[rest], ends[rest]
+        n = on.shape[0]
+    found = [int(slot) for slot in np.flatnonzero(already)]
+    if not n:
+        return found
     # Finishes first, then starts: at equal times a finish frees its slot before a start takes one, so a
     # stable sort by instance then time is the order (``_by_instance_then_arrival``).
-    times = np.concatenate([end[on], start])
+    times = np.concatenate([ends, start])
     delta = np.concatenate([-np.ones(n), np.ones(n)])
     weight = np.concatenate([-reserve[on], reserve[on]])
     slots = np.concatenate([inst[on], inst[on]])
@@ -253,7 +265,19 @@ def _over_limit(
     over = (_peak_running_sum(delta[order], first) > profile.max_num_seqs) | (
         _peak_running_sum(weight[order], first) > profile.kv_capacity_tokens
     )
-    return [int(slot) for slot in slots[first[over]]]
+    return sorted(found + [int(slot) for slot in slots[first[over]]])
+
+
+def _over_at_start(
+    profile: EngineProfile, inst: IntArray, start: FloatArray, end: FloatArray, reserve: FloatArray, n_slots: int
+) -> BoolArray:
+    """Per slot: whether what started by t = 0 less what finished by then exceeds a limit (whole numbers: exact)."""
+    began, ended = start <= 0.0, end <= 0.0
+    seqs = np.bincount(inst, weights=began, minlength=n_slots) - np.bincount(inst, weights=ended, minlength=n_slots)
+    tokens = np.bincount(inst, weights=reserve * began, minlength=n_slots) - np.bincount(
+        inst, weights=reserve * ended, minlength=n_slots
+    )
+    return (seqs > profile.max_num_seqs) | (tokens > profile.kv_capacity_tokens)  # type: ignore[no-any-return]
 
 
 def _peak_running_sum(values: FloatArray, first: IntArray) -> FloatArray:
