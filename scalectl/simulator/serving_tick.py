@@ -16,6 +16,7 @@ A request whose prompt and output exceed ``max_model_len`` is refused on arrival
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -43,6 +44,7 @@ from scalectl.simulator.requests import T as COL_T
 from scalectl.sizing.engine import EngineProfile
 from scalectl.sizing.kv import BLOCK_TOKENS
 
+QUEUE_CHUNK = 1024  # waiting requests the event-by-event path lists at a time
 COLUMNS_FROM = 20_000  # rows in a tick past which its matrix is laid out by columns (beyond the CPU's caches)
 
 
@@ -411,7 +413,11 @@ def _step_limited(
     start = {i: max(float(first[i]) - t0, 0.0) for i in run}  # decoding (re)starts: tokens grow from here
     held0 = {i: float(context[i]) for i in run}  # tokens held at start[i]
     waiting = rows[candidates.take(rows)]
-    queue: deque[int] = deque(waiting[np.argsort(d[:, COL_T].take(waiting), kind="stable")].tolist())
+    waiting = waiting[np.argsort(d[:, COL_T].take(waiting), kind="stable")]
+    # The queue takes the waiting requests a chunk at a time: a tick admits a few hundred of a backlog that
+    # can hold a hundred thousand, and turning them all into a list each tick cost more than admitting.
+    queue: deque[int] = deque(waiting[:QUEUE_CHUNK].tolist())
+    queued = QUEUE_CHUNK
     ceiling = float(final_blocks[holding].sum())  # blocks the running sequences hold once they are done
     preempted = 0
     tau, preempted_at = 0.0, -np.inf
@@ -459,20 +465,24 @@ def _step_limited(
         # A step that preempted admits nobody (V1 schedules the waiting queue only when nothing was preempted).
         while queue and arrive[queue[0]] <= tau and len(run) < cap_seqs and tau > preempted_at:
             i = queue[0]
-            need = float(np.ceil(context[i] / BLOCK_TOKENS))
+            need = math.ceil(float(context[i]) / BLOCK_TOKENS)
             if ceiling + need > cap_blocks and used(tau) + need > cap_blocks:
                 break  # FCFS: everyone behind it waits too
             queue.popleft()
+            if not queue and queued < waiting.shape[0]:
+                queue.extend(waiting[queued : queued + QUEUE_CHUNK].tolist())
+                queued += QUEUE_CHUNK
             p = float(prompt[i])
             service = p * per_token
             depart = max(tau + float(d[i, U]) * st, free_at) + service
             free_at = depart
             extra = max(p * c_p - fr * max(p / ch, 1.0), 0.0)
             f = depart + max(st + extra - service, 0.0)
-            first[i], end[i], served[i], admitted[i] = f + t0, f + float(remaining[i]) / r, extra, True
-            if np.isnan(ttft_time[i]):
+            e = f + float(remaining[i]) / r
+            first[i], end[i], served[i], admitted[i] = f + t0, e, extra, True
+            if math.isnan(ttft_time[i]):
                 ttft_time[i] = f + t0
-            run[i] = float(end[i])
+            run[i] = e
             serials[i] = serial
             heapq.heappush(ending, (run[i], serial, i))
             serial += 1
