@@ -16,6 +16,7 @@ A request whose prompt and output exceed ``max_model_len`` is refused on arrival
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -42,6 +43,9 @@ from scalectl.simulator.requests import (
 from scalectl.simulator.requests import T as COL_T
 from scalectl.sizing.engine import EngineProfile
 from scalectl.sizing.kv import BLOCK_TOKENS
+
+QUEUE_CHUNK = 1024  # waiting requests the event-by-event path lists at a time
+COLUMNS_FROM = 20_000  # rows in a tick past which its matrix is laid out by columns (beyond the CPU's caches)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +134,10 @@ def simulate_tick(
     if refused.any():
         new = Requests(new.data[~refused])
     d = Requests.concat([carried, new]).data
+    if d.shape[0] > COLUMNS_FROM:
+        # A backlog (a fleet far behind its traffic) is read column by column below, dozens of times: row-major,
+        # each column read sweeps the whole matrix through memory; one copy by columns makes each read contiguous.
+        d = np.asfortranarray(d)
     inst = d[:, INST].astype(np.int64)
     first = d[:, FIRST].copy()  # when decoding (re)starts: the first token, or a resume after preemption
     admitted = d[:, ADMITTED] > 0
@@ -235,9 +243,21 @@ def _over_limit(
     if not n:
         return []
     start = np.where(candidates[on], np.maximum(d[:, COL_T][on] - t0, 0.0), -1.0)
+    # Over at the tick's start already (a backlog waiting at t0): the events up to t = 0 are a prefix of the
+    # sorted order below, so their sum is a running sum the peak reaches. Those instances skip the sort, the
+    # larger the backlog the dearer.
+    ends = end[on]
+    already = _over_at_start(profile, inst[on], start, ends, reserve[on], maybe.shape[0])
+    if already.any():
+        rest = ~already[inst[on]]
+        on, start, ends = on[rest], start[rest], ends[rest]
+        n = on.shape[0]
+    found = [int(slot) for slot in np.flatnonzero(already)]
+    if not n:
+        return found
     # Finishes first, then starts: at equal times a finish frees its slot before a start takes one, so a
     # stable sort by instance then time is the order (``_by_instance_then_arrival``).
-    times = np.concatenate([end[on], start])
+    times = np.concatenate([ends, start])
     delta = np.concatenate([-np.ones(n), np.ones(n)])
     weight = np.concatenate([-reserve[on], reserve[on]])
     slots = np.concatenate([inst[on], inst[on]])
@@ -247,7 +267,19 @@ def _over_limit(
     over = (_peak_running_sum(delta[order], first) > profile.max_num_seqs) | (
         _peak_running_sum(weight[order], first) > profile.kv_capacity_tokens
     )
-    return [int(slot) for slot in slots[first[over]]]
+    return sorted(found + [int(slot) for slot in slots[first[over]]])
+
+
+def _over_at_start(
+    profile: EngineProfile, inst: IntArray, start: FloatArray, end: FloatArray, reserve: FloatArray, n_slots: int
+) -> BoolArray:
+    """Per slot: whether what started by t = 0 less what finished by then exceeds a limit (whole numbers: exact)."""
+    began, ended = start <= 0.0, end <= 0.0
+    seqs = np.bincount(inst, weights=began, minlength=n_slots) - np.bincount(inst, weights=ended, minlength=n_slots)
+    tokens = np.bincount(inst, weights=reserve * began, minlength=n_slots) - np.bincount(
+        inst, weights=reserve * ended, minlength=n_slots
+    )
+    return (seqs > profile.max_num_seqs) | (tokens > profile.kv_capacity_tokens)  # type: ignore[no-any-return]
 
 
 def _peak_running_sum(values: FloatArray, first: IntArray) -> FloatArray:
@@ -356,11 +388,17 @@ def _step_limited(
     fr, per_token = float(lane.free[slot]), float((lane.step[slot] + lane.full_extra[slot]) / lane.chunk[slot])
     c_p = profile.prefill_s_per_token
     free_at = float(rel_free[slot])
-    on_slot = inst == slot
-    context = d[:, N_IN] + d[:, N_OUT] - remaining  # tokens a sequence holds when its decoding (re)starts
-    final_blocks = np.ceil((d[:, N_IN] + d[:, N_OUT]) / BLOCK_TOKENS)
+    # The per-request figures below are read for this instance's rows only: filled for them alone (a tick that
+    # steps several instances would otherwise compute every column over all the tick's rows for each one).
+    rows = np.flatnonzero(inst == slot)
+    size = (d.shape[0],)
+    n_in, n_out = d[:, N_IN].take(rows), d[:, N_OUT].take(rows)
+    context, final_blocks, arrive = np.empty(size), np.empty(size), np.empty(size)
+    context[rows] = n_in + n_out - remaining.take(rows)  # tokens a sequence holds when its decoding (re)starts
+    final_blocks[rows] = np.ceil((n_in + n_out) / BLOCK_TOKENS)
+    arrive[rows] = np.maximum(d[:, COL_T].take(rows) - t0, 0.0)
     # The running sequences in admission order (the carried ones by when their decoding started).
-    holding = np.flatnonzero(on_slot & admitted)
+    holding = rows[admitted.take(rows)]
     holding = holding[np.argsort(first[holding], kind="stable")]
     # The running sequences, in admission order, with when each ends: a dict keeps both (insertion order,
     # the last admitted popped first). A list scanned with numpy scalar reads at every event (who finished,
@@ -374,9 +412,12 @@ def _step_limited(
     serial = len(serials)
     start = {i: max(float(first[i]) - t0, 0.0) for i in run}  # decoding (re)starts: tokens grow from here
     held0 = {i: float(context[i]) for i in run}  # tokens held at start[i]
-    queue: deque[int] = deque(np.flatnonzero(on_slot & candidates)[np.argsort(d[on_slot & candidates, COL_T],
-                                                                          kind="stable")].tolist())  # fmt: skip
-    arrive = np.maximum(d[:, COL_T] - t0, 0.0)
+    waiting = rows[candidates.take(rows)]
+    waiting = waiting[np.argsort(d[:, COL_T].take(waiting), kind="stable")]
+    # The queue takes the waiting requests a chunk at a time: a tick admits a few hundred of a backlog that
+    # can hold a hundred thousand, and turning them all into a list each tick cost more than admitting.
+    queue: deque[int] = deque(waiting[:QUEUE_CHUNK].tolist())
+    queued = QUEUE_CHUNK
     ceiling = float(final_blocks[holding].sum())  # blocks the running sequences hold once they are done
     preempted = 0
     tau, preempted_at = 0.0, -np.inf
@@ -424,20 +465,24 @@ def _step_limited(
         # A step that preempted admits nobody (V1 schedules the waiting queue only when nothing was preempted).
         while queue and arrive[queue[0]] <= tau and len(run) < cap_seqs and tau > preempted_at:
             i = queue[0]
-            need = float(np.ceil(context[i] / BLOCK_TOKENS))
+            need = math.ceil(float(context[i]) / BLOCK_TOKENS)
             if ceiling + need > cap_blocks and used(tau) + need > cap_blocks:
                 break  # FCFS: everyone behind it waits too
             queue.popleft()
+            if not queue and queued < waiting.shape[0]:
+                queue.extend(waiting[queued : queued + QUEUE_CHUNK].tolist())
+                queued += QUEUE_CHUNK
             p = float(prompt[i])
             service = p * per_token
             depart = max(tau + float(d[i, U]) * st, free_at) + service
             free_at = depart
             extra = max(p * c_p - fr * max(p / ch, 1.0), 0.0)
             f = depart + max(st + extra - service, 0.0)
-            first[i], end[i], served[i], admitted[i] = f + t0, f + float(remaining[i]) / r, extra, True
-            if np.isnan(ttft_time[i]):
+            e = f + float(remaining[i]) / r
+            first[i], end[i], served[i], admitted[i] = f + t0, e, extra, True
+            if math.isnan(ttft_time[i]):
                 ttft_time[i] = f + t0
-            run[i] = float(end[i])
+            run[i] = e
             serials[i] = serial
             heapq.heappush(ending, (run[i], serial, i))
             serial += 1

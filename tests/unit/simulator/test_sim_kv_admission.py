@@ -135,3 +135,40 @@ def test_a_lognormal_prompt_share_over_the_limit_is_estimated() -> None:
 
     want = 0.5 * (1 - erf((log(4000.5) - mu) / (sigma * sqrt(2))))
     assert share_over(load, None, 4096) == pytest.approx(want, abs=0.005)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("kv_blocks", "max_num_seqs"), [(None, 8), (300, 64)])
+def test_a_backlog_by_columns_or_a_queue_by_chunks_is_served_exactly_the_same(
+    monkeypatch: pytest.MonkeyPatch, kv_blocks: int | None, max_num_seqs: int
+) -> None:
+    """A tick past ``COLUMNS_FROM`` rows copies its matrix by columns, and an instance at its limit lists its
+    queue ``QUEUE_CHUNK`` at a time, both for speed: the figures must not move."""
+    import scalectl.simulator.serving_tick as serving_tick
+
+    def served(columns_from: int, chunk: int = 1024) -> tuple[list[np.ndarray], int]:
+        monkeypatch.setattr(serving_tick, "COLUMNS_FROM", columns_from)
+        monkeypatch.setattr(serving_tick, "QUEUE_CHUNK", chunk)
+        pool = ServingPool(_profile(kv_blocks, max_num_seqs=max_num_seqs))
+        pool.set_instances(["a", "b", "c"])
+        rng = np.random.default_rng(7)
+
+        class Flood:  # far more than three instances admit: a backlog builds over the ticks
+            def arrivals(self, t0: float, t1: float) -> Requests:
+                k = int(rng.poisson(200.0 * (t1 - t0)))
+                t = np.sort(rng.uniform(t0, t1, k))
+                return fresh_requests(
+                    t, rng.integers(50, 1500, k).astype(float), rng.integers(20, 400, k).astype(float)
+                )
+
+        source = Flood()
+        for k in range(12):
+            pool.advance(5.0 * k, 5.0 * (k + 1), source)
+        return [*pool.record.ttft, *pool.record.e2e, pool._inflight.data], pool.record.preemptions
+
+    by_rows, preempted = served(10**9, chunk=10**9)
+    for other, preempted_too in (served(0), served(10**9, chunk=3)):
+        assert preempted == preempted_too
+        assert len(by_rows) == len(other)
+        for a, b in zip(by_rows, other, strict=True):
+            assert np.array_equal(a, b, equal_nan=True)
+    assert by_rows[-1].shape[0] > 500  # a backlog was carried
