@@ -131,6 +131,7 @@ def _readings(
     per_request = tokens_rate / signals.request_rate if tokens_rate and signals.request_rate else None
     # This tick's arrivals at the window's tokens per request: the window's token rate alone would smear a
     # two-minute burst over the window, and the mix per request moves far slower than the arrivals do.
+    count: float | None
     if per_request is not None and signals.arrivals is not None:
         count = signals.arrivals * per_request
     else:
