@@ -46,6 +46,12 @@ def in_flight_of(inp: PolicyInput) -> float | None:
     return signals.requests_running if signals.requests_running is not None else signals.in_flight
 
 
+def _no_requests(inp: PolicyInput) -> bool:
+    """Known to be idle: vLLM reports nothing running or waiting and nothing arrived (all three read)."""
+    s = inp.signals
+    return s.requests_running == 0 and s.requests_waiting == 0 and s.arrivals == 0
+
+
 def decide(spec: MinFloorPolicy, inp: PolicyInput) -> Decision:
     if spec.mode == "target":
         return target_mode.evaluate(spec, spec.floor, inp)
@@ -84,7 +90,9 @@ def evaluate(
     ttft_over: bool | None = None
     ttft_text = ""
     if rules.ttft_max is not None:
-        if p95 is None:
+        if p95 is None and _no_requests(inp):  # an idle engine records no TTFT: nothing breaches, nothing is missing
+            ttft_over, ttft_text = False, "no requests (no TTFT)"
+        elif p95 is None:
             unknown.append("ttft_p95_s")
         else:
             ttft_over = p95 > rules.ttft_max

@@ -6,7 +6,7 @@ import logging
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from scalectl.policies.durations import Duration
 from scalectl.policies.tunable import tunable
@@ -26,6 +26,8 @@ THRESHOLD_ONLY = (
     "scale_in_step",
     "ttft_scale_out_step",
 )
+# Validation context key: the data is the canonical stored JSON of a tier (every field written out).
+CANONICAL = "canonical"
 # Fields only target tracking reads (`mode: target`, the default).
 TARGET_ONLY = frozenset(
     {
@@ -141,11 +143,15 @@ class ReactiveRules(_Strict):
     ttft_scale_out_step: float = Field(0.2, ge=0, le=2, json_schema_extra=tunable(0, 1, step=0.05))
 
     @model_validator(mode="after")
-    def _settings_match_mode(self) -> ReactiveRules:
+    def _settings_match_mode(self, info: ValidationInfo) -> ReactiveRules:
         if self.mode == "target":
-            # a stored spec carries every field at its default: only a changed one is a mistake
+            # Written is refused whatever its value: a setting the mode never reads is a silent mistake. The
+            # canonical stored form (CANONICAL) carries every field: there only a changed value is one.
             fields = type(self).model_fields
-            stray = [name for name in THRESHOLD_ONLY if getattr(self, name) != fields[name].default]
+            if info.context and info.context.get(CANONICAL):
+                stray = [name for name in THRESHOLD_ONLY if getattr(self, name) != fields[name].default]
+            else:
+                stray = [name for name in THRESHOLD_ONLY if name in self.model_fields_set]
             if stray:
                 raise ValueError(
                     f"{', '.join(stray)} only apply to `mode: thresholds`; add `mode: thresholds` to keep the "
@@ -153,6 +159,11 @@ class ReactiveRules(_Strict):
                     f"sizes the fleet from load and capacity per instance)"
                 )
         return self
+
+    @property
+    def ignored(self) -> frozenset[str]:
+        """The fields this mode never reads (left out of dumps a file could be applied from)."""
+        return TARGET_ONLY if self.mode == "thresholds" else frozenset(THRESHOLD_ONLY)
 
     @property
     def ttft_target(self) -> float:
@@ -273,3 +284,13 @@ PolicySpec = Annotated[
     MinFloorPolicy | ScaleToZeroPolicy | PredictivePolicy | ExternalPolicy,
     Field(discriminator="kind"),
 ]
+
+
+def without_ignored(policy: Any, dumped: dict[str, Any]) -> dict[str, Any]:
+    """A policy's dump (every field) less the fields its mode never reads, at any depth (predictive's
+    ``reactive``): what `scalectl get` prints must apply back, and a threshold field in target mode is refused."""
+    if isinstance(policy, ReactiveRules):
+        dumped = {k: v for k, v in dumped.items() if k not in policy.ignored}
+    if isinstance(policy, PredictivePolicy) and isinstance(dumped.get("reactive"), dict):
+        dumped = {**dumped, "reactive": without_ignored(policy.reactive, dumped["reactive"])}
+    return dumped

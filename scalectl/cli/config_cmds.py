@@ -15,6 +15,7 @@ from scalectl.cli.files import chosen_file, file_option, old_spelling
 from scalectl.cli.output import EXIT_DIFF, EXIT_OK, Format, OutputOption, emit
 from scalectl.clocks import SystemClock
 from scalectl.controller.store.repository import Store, diff_config
+from scalectl.policies.spec import without_ignored
 from scalectl.sources.redact import mask_secrets
 from scalectl.tiers.config import FleetConfig, load_config, model_warnings
 
@@ -117,11 +118,13 @@ def register(app: typer.Typer) -> None:
 
 
 def _stored_document(version: int | None, fleet: FleetConfig | None) -> dict[str, Any]:
-    """The stored configuration as a tiers file `apply -f` takes back (every field, defaults included;
+    """The stored configuration as a tiers file `apply -f` takes back (every field its mode reads, defaults included;
     ``version`` is read-only and ignored by apply; secrets are masked by ``emit``)."""
     if fleet is None:
         return {"version": version, "tiers": {}}
     document: dict[str, Any] = json.loads(fleet.model_dump_json(by_alias=True, exclude_none=False))
+    for name, tier in fleet.tiers.items():  # the fields a policy's mode never reads would be refused back
+        document["tiers"][name]["policy"] = without_ignored(tier.policy, document["tiers"][name]["policy"])
     if not document.get("providers"):
         document.pop("providers", None)
     if document.get("budget_per_hour") is None:

@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
         from scalectl.clocks import SystemClock
         from scalectl.controller.store.world_clock import world_now
         from scalectl.controller.views.shadow_report import REPORT_COLUMNS, shadow_report
+        from scalectl.policies.spec import CANONICAL
         from scalectl.tiers.config import TierSpec
 
         try:
@@ -49,7 +50,10 @@ def register(app: typer.Typer) -> None:
             specs = store.config.tier_specs()
             counts = _counts(current, set(specs))
             now = world_now(store, SystemClock().now())
-            prices = {n: TierSpec.model_validate(spec).catalogue_price_per_hour() for n, spec in specs.items()}
+            canonical = {CANONICAL: True}
+            prices = {
+                n: TierSpec.model_validate(s, context=canonical).catalogue_price_per_hour() for n, s in specs.items()
+            }
             steps = {
                 n: [(d.t, d.desired) for d in store.records.decisions(n, limit=DECISIONS_READ, since=now - window)]
                 for n in specs

@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from scalectl.policies.spec import TARGET_ONLY, THRESHOLD_ONLY, PolicySpec, ReactiveRules
+from scalectl.policies.spec import PolicySpec, ReactiveRules
 from scalectl.policies.tunable import TuneRange, tune_range
 from scalectl.simulator.controller_run import Checkpoint, RunOptions, RunStopped, simulate
 from scalectl.simulator.worker_process import exit_with_parent
@@ -138,9 +138,7 @@ def search_space(model: type[BaseModel], prefix: str = "", policy: BaseModel | N
 
 
 def _ignored_by_mode(policy: BaseModel | None) -> frozenset[str]:
-    if not isinstance(policy, ReactiveRules):
-        return frozenset()
-    return TARGET_ONLY if policy.mode == "thresholds" else frozenset(THRESHOLD_ONLY)
+    return policy.ignored if isinstance(policy, ReactiveRules) else frozenset()
 
 
 def policy_with(base: Mapping[str, Any], params: Mapping[str, float | int]) -> dict[str, Any]:

@@ -82,3 +82,17 @@ tiers:
         assert "target_utilization no longer exists: remove it" in str(exc) and "measured error" in str(exc)
     else:
         raise AssertionError("expected a ConfigError")
+
+
+def test_a_threshold_setting_written_in_target_mode_is_refused_even_at_its_default() -> None:
+    from scalectl.policies.spec import CANONICAL, MinFloorPolicy
+
+    try:
+        MinFloorPolicy.model_validate({"kind": "min-floor", "queue_per_instance": 10})  # 10 is the default
+    except ValueError as exc:
+        assert "queue_per_instance only apply to `mode: thresholds`" in str(exc)
+    else:
+        raise AssertionError("a setting target mode never reads was accepted")
+    # the canonical stored form writes every field out: there only a changed value is a mistake
+    full = MinFloorPolicy.model_validate({"kind": "min-floor"}).model_dump(by_alias=True)
+    assert MinFloorPolicy.model_validate(full, context={CANONICAL: True}).mode == "target"

@@ -167,6 +167,18 @@ def test_unknown_ttft_blocks_scale_in_but_queue_still_scales_out() -> None:
     assert run.tick(1060, queue_depth=90, ttft_p95_s=None).desired == 9
 
 
+def test_an_idle_engine_has_no_ttft_and_still_scales_in() -> None:
+    """vLLM records no TTFT while nothing runs: that is not missing data. The daemon's idle tier used to hold
+    forever (TTFT unknown), while the simulator scaled it in."""
+    run = Runner(MF, current=4)
+    idle = {"queue_depth": 0, "ttft_p95_s": None, "requests_running": 0, "requests_waiting": 0, "arrivals": 0}
+    done = run.ticks(0, 900, 10, **idle)
+    assert done.desired == 2 and "no requests (no TTFT)" in done.reason
+    busy = Runner(MF, current=4)  # requests running but no TTFT read: unknown, hold as before
+    held = busy.ticks(0, 900, 10, queue_depth=0, ttft_p95_s=None, requests_running=5, requests_waiting=0, arrivals=3)
+    assert held.desired == 4 and "ttft_p95_s unknown" in held.reason
+
+
 def test_ttft_not_configured_means_queue_alone_decides() -> None:
     run = Runner(spec(kind="min-floor", mode="thresholds", floor=1, scale_in_step=100), current=3)
     run.tick(0, queue_depth=0)
