@@ -37,7 +37,9 @@ def test_fleet_scenarios_set_only_bounds_gpu_and_ttft_target_by_hand(name: str) 
     config, _ = load_config(EXAMPLES / "tiers" / f"{name}.yaml")
     for tier in config.tiers.values():
         assert tier.policy.model_fields_set <= {"kind", "ttft_max"}, tier.policy.model_fields_set
-        assert tier.model_fields_set <= {"capacity", "gpu", "providers", "min", "max", "policy"}
+        assert tier.model_fields_set <= {"capacity", "gpu", "providers", "min", "max", "policy", "serving"}
+        # the traffic's context is the user's to state, as the GPU is: nothing else of serving is tuned
+        assert tier.serving.model_fields_set <= {"max_model_len", "context_target"}
 
 
 def test_a_trace_path_default_applies_when_the_variable_is_unset(monkeypatch: pytest.MonkeyPatch) -> None:
