@@ -4,10 +4,10 @@ Each shape comes from a generator in bench/shapes/ (a family, a scale, a GPU and
 a workload file). Per shape, through the simulator:
 - ours: the tier as a new user writes it (GPU and model, `min`/`max`, `{kind: min-floor, floor: 2,
   ttft_max}`; batch: `{kind: scale-to-zero, max_wait}`), every other setting the default;
-- SkyServe: the built-in SkyServe-style baseline (a copy of SkyServe's request-rate autoscaler) at the
-  cheapest `target_qps_per_replica` on a grid (factors of the rate one instance serves within the target,
-  largest first) that holds the SLO goal (99.5%) on that day; with --skyserve-python, SkyServe 0.14.1's own
-  RequestRateAutoscaler through `kind: external` instead (bench/bench_skyserve_external.py's policy);
+- SkyServe: the built-in SkyServe-style baseline (a copy of SkyServe's request-rate autoscaler), with ours' floor as
+  its `min_replicas`, at the cheapest `target_qps_per_replica` on a grid (factors of the rate one instance serves
+  within the target, largest first) that holds the SLO goal (99.5%) on that day; with --skyserve-python, SkyServe
+  0.14.1's own RequestRateAutoscaler through `kind: external` instead (bench/bench_skyserve_external.py's policy);
 - KEDA/HPA as a user configures it (the reactive baseline), the oracle, and every other baseline the
   report has (a `clairvoyant` column is filled when the simulator reports one, "-" otherwise).
 
@@ -83,8 +83,13 @@ def _skyserve_grid(
     qps = capacity_for(model.profile, model.load, workload).rate
     spec = config.tiers[tier]
     boots = Boots.of(config, [tier], workload.cloud)  # the run's boot model, as `simulate` gives its baselines
+    # SkyServe keeps the floor ours keeps (its min_replicas): a user who wants two instances for failover sets
+    # it on either; the report's own SkyServe-style run (at min) is then not the grid's factor-1 trial.
+    low = max(spec.min, getattr(spec.policy, "floor", 0))
+    if low != spec.min:
+        default = None
     cfg = BaselineSettings(boots=boots.tiers(), warmup_boot_s=boots.longest_s(), slo_goal=SLO_GOAL,
-                           bounds={tier: (spec.min, spec.max)}, drain_timeout_s={tier: spec.drain_timeout})  # fmt: skip
+                           bounds={tier: (low, spec.max)}, drain_timeout_s={tier: spec.drain_timeout})  # fmt: skip
     run = peer_runner("skyserve", workload, models, cfg)
     trials: list[dict[str, Any]] = []
 

@@ -85,6 +85,15 @@ BOOT_PHASES = ("provisioning", "bootstrapping")  # Instance.boot_phases
 PHASE_BUCKETS = (10, 20, 30, 60, 120, 180, 300, 600, 900, 1200, 1800)  # seconds: a phase can take seconds
 
 
+# scalectl_tier_demand_forecast's series -> the capacity view's figure per measure
+FORECAST_SERIES = {
+    "forecast": "forecast_due",
+    "actual": "actual_due",
+    "ahead": "forecast_ahead",
+    "error_p90": "forecast_error_p90",
+}
+
+
 class DaemonMetrics:
     """Definitions, label initialisation and the one recording call the reconciler makes; what is derived
     from each tick's report and the store lives in controller.metrics_feed."""
@@ -210,6 +219,14 @@ class DaemonMetrics:
             ["tier", "source"],
             registry=r,
         )
+        self.forecast = Gauge(
+            "scalectl_tier_demand_forecast",
+            "Target mode's demand per measure (its unit per second): `forecast` is what was sized on for now, made a"
+            " boot horizon ago, beside the `actual` rate now; `ahead` is the forecast for a horizon from now;"
+            " `error_p90` its measured shortfall. Absent until known",
+            ["tier", "measure", "series"],
+            registry=r,
+        )
         self.batch_task = Gauge(
             "scalectl_tier_batch_task_seconds",
             "A max_wait batch tier's learned task time (Little's law); absent until enough tasks finished",
@@ -298,7 +315,7 @@ class DaemonMetrics:
         for ``max_wait`` batch tiers, the learned task time and whether they serve a trickle in rounds;
         sharded, of ``tiers`` only (this daemon's)."""
         specs, states = store.config.active_tiers(), store.policy.states()
-        for gauge in (self.capacity, self.batch_task, self.batch_rounds):
+        for gauge in (self.capacity, self.forecast, self.batch_task, self.batch_rounds):
             gauge.clear()
         for tier, spec in specs.items():
             if tiers is not None and tier not in tiers:
@@ -308,6 +325,10 @@ class DaemonMetrics:
             if view is not None and view["capacity_per_instance"] is not None:  # unknown is absent, never 0
                 self.capacity.labels(tier, "prior").set(view["capacity_prior_per_instance"])
                 self.capacity.labels(tier, "used").set(view["capacity_per_instance"])
+            for measure, figures in (view or {}).get("measures", {}).items():
+                for series, key in FORECAST_SERIES.items():
+                    if figures[key] is not None:
+                        self.forecast.labels(tier, measure, series).set(figures[key])
             batch_view = learned_batch(spec, state)
             if batch_view is not None:
                 if batch_view["task_time_s"] is not None:  # unknown is absent, never 0

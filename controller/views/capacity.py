@@ -61,8 +61,12 @@ def _measure(name: str, m: MeasureState, rules: ReactiveRules) -> dict[str, Any]
         return None
     learn = rules.learn_capacity and rules.capacity is None
     cap = estimate(m.capacity, prior, rules.ttft_target) if learn else Capacity(prior, 1.0, "set; not learned")
-    err = m.sized.quantile()
+    err, last = m.sized.quantile(), m.sized.last
     return {
+        # the sized forecast (the highest) for the horizon ahead, and the latest one that came due with what came
+        "forecast_ahead": _r3(m.sized.ahead),
+        "forecast_due": None if last is None else _r3(last[0]),
+        "actual_due": None if last is None else _r3(last[1]),
         "unit": UNITS.get(name, name),
         "per_instance": round(cap.per_instance, 3),
         "prior": round(prior, 3),
@@ -70,6 +74,10 @@ def _measure(name: str, m: MeasureState, rules: ReactiveRules) -> dict[str, Any]
         "why": cap.how,
         "forecast_error_p90": None if err is None else round(err, 3),
     }
+
+
+def _r3(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _rounded(value: float | None) -> float | None:

@@ -32,6 +32,7 @@ class Forecast:
 class ErrorTrack:
     pending: tuple[tuple[float, float, float], ...] = ()  # (filed at, due at, predicted), oldest first
     errors: tuple[float, ...] = ()  # actual − predicted, oldest first
+    last: tuple[float, float] | None = None  # the latest settled forecast: (predicted, actual), for dashboards
 
     def settle(self, now: float, actual: float) -> ErrorTrack:
         """Forecasts due by now become errors against the rate seen now."""
@@ -39,12 +40,17 @@ class ErrorTrack:
         if not due:
             return self
         errors = (*self.errors, *(actual - p[2] for p in due))[-ERR_KEEP:]
-        return ErrorTrack(tuple(p for p in self.pending if p[1] > now), errors)
+        return ErrorTrack(tuple(p for p in self.pending if p[1] > now), errors, (due[-1][2], actual))
 
     def file(self, now: float, due: float, predicted: float) -> ErrorTrack:
         if self.pending and now - self.pending[-1][0] < ERR_SAMPLE_S:
             return self
-        return ErrorTrack((*self.pending, (now, due, predicted)), self.errors)
+        return ErrorTrack((*self.pending, (now, due, predicted)), self.errors, self.last)
+
+    @property
+    def ahead(self) -> float | None:
+        """The newest forecast filed (for its due time), None before the first."""
+        return self.pending[-1][2] if self.pending else None
 
     def quantile(self) -> float | None:
         """The ``ERR_QUANTILE`` shortfall, at least 0; None with fewer than ``ERR_MIN`` errors."""
@@ -53,13 +59,16 @@ class ErrorTrack:
         return max(0.0, quantile(self.errors, ERR_QUANTILE))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"pending": [list(p) for p in self.pending], "errors": list(self.errors)}
+        last = None if self.last is None else list(self.last)
+        return {"pending": [list(p) for p in self.pending], "errors": list(self.errors), "last": last}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> ErrorTrack:
         data = data or {}
         pending = tuple((float(a), float(b), float(c)) for a, b, c in data.get("pending", ()))
-        return cls(pending, tuple(float(e) for e in data.get("errors", ())))
+        last = data.get("last")
+        settled = None if not last else (float(last[0]), float(last[1]))
+        return cls(pending, tuple(float(e) for e in data.get("errors", ())), settled)
 
 
 def quantile(values: Sequence[float], q: float) -> float:

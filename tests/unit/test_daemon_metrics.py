@@ -18,6 +18,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tiers.yaml"
 
 def test_capacity_per_instance_is_a_gauge_per_target_mode_tier() -> None:
     from scalectl.policies.core.capacity import CapacityState, observe
+    from scalectl.policies.core.forecast import ErrorTrack
     from scalectl.policies.core.pipeline import CoreState, MeasureState
 
     config, text = load_config(EXAMPLE)
@@ -29,18 +30,25 @@ def test_capacity_per_instance_is_a_gauge_per_target_mode_tier() -> None:
     metrics.observe_capacity(store)
     before = generate_latest(metrics.registry).decode()
     assert 'scalectl_tier_capacity_per_instance{source="used",tier="orchestrator"}' not in before  # unknown: absent
+    assert "scalectl_tier_demand_forecast{" not in before
     cap = CapacityState()
     for i in range(400):  # 8 ready at 40–79 req/s each against a prior of 100: breaches from 60
         per_instance = 40 + (i % 40)
         cap = observe(cap, now=60.0 * i, prior=100.0, rate=8 * per_instance, ready=8,
                       ttft=2.0 if per_instance >= 60 else 0.2, target=0.5, waiting=0)  # fmt: skip
-    core = CoreState(last_t=1.0, measures={"requests": MeasureState(capacity=cap)})
+    sized = ErrorTrack().file(0.0, 600.0, 40.0).settle(600.0, 44.0).file(600.0, 1200.0, 50.0)
+    core = CoreState(last_t=1.0, measures={"requests": MeasureState(capacity=cap, sized=sized)})
     with store.sessions.begin() as session:
         store.policy.save(session, "orchestrator", PolicyState(core=core), 3, 1.0)
     metrics.observe_capacity(store)
     text_out = generate_latest(metrics.registry).decode()
     assert 'scalectl_tier_capacity_per_instance{source="prior",tier="orchestrator"} 100.0' in text_out
     assert 'scalectl_tier_capacity_per_instance{source="used",tier="orchestrator"} 60.0' in text_out
+    # forecast vs actual: the forecast made for t=600 (40 req/s) beside what came (44), and the next one (50)
+    demand = 'scalectl_tier_demand_forecast{measure="requests",series="%s",tier="orchestrator"} %s'
+    assert demand % ("forecast", "40.0") in text_out and demand % ("actual", "44.0") in text_out
+    assert demand % ("ahead", "50.0") in text_out
+    assert 'series="error_p90"' not in text_out  # one error measured: unknown, absent
     assert 'tier="research"' not in text_out.split("scalectl_tier_capacity_per_instance", 1)[1].split("# HELP", 1)[0]
 
 
