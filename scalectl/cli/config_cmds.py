@@ -5,19 +5,19 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-import yaml
 
 from scalectl.cli.context import open_store, settings, user_errors
 from scalectl.cli.files import chosen_file, file_option, old_spelling
 from scalectl.cli.output import EXIT_DIFF, EXIT_OK, Format, OutputOption, emit
-from scalectl.clocks import SystemClock
-from scalectl.controller.store.repository import Store, diff_config
-from scalectl.policies.spec import without_ignored
-from scalectl.sources.redact import mask_secrets
-from scalectl.tiers.config import FleetConfig, load_config, model_warnings
+
+# The store (SQLAlchemy) and the tiers-file models load when a command runs, not when the shell completes its
+# options: `scalectl apply --<TAB>` only needs the parameters declared below.
+if TYPE_CHECKING:
+    from scalectl.controller.store.repository import Store
+    from scalectl.tiers.config import FleetConfig
 
 FILE_HELP = "Tiers YAML file."
 
@@ -28,6 +28,8 @@ def _summary(spec: dict[str, Any]) -> str:
 
 
 def _warn(fleet: FleetConfig, source: Path) -> None:
+    from scalectl.tiers.config import model_warnings
+
     for warning in model_warnings(fleet, str(source)):
         typer.echo(f"warning: {warning}", err=True)
 
@@ -35,6 +37,8 @@ def _warn(fleet: FleetConfig, source: Path) -> None:
 def _checked(file: Path | None, filename_: Path | None) -> tuple[Path, FleetConfig, str, Store]:
     """What `apply` and `diff` start from: the file they were given, validated (warnings printed), and the
     store it is compared with."""
+    from scalectl.tiers.config import load_config
+
     filename = chosen_file(file, filename_)
     assert filename is not None
     fleet, text = load_config(filename)
@@ -53,6 +57,8 @@ def register(app: typer.Typer) -> None:
         filename_: Path | None = old_spelling("--filename"),
     ) -> None:
         """Validate a tiers file and store it as a new configuration version (only if it changed)."""
+        from scalectl.clocks import SystemClock
+
         with user_errors():
             filename, fleet, text, store = _checked(file, filename_)
             version, changes = store.config.apply(fleet, text, str(filename), SystemClock().now())
@@ -75,6 +81,11 @@ def register(app: typer.Typer) -> None:
         filename_: Path | None = old_spelling("--filename"),
     ) -> None:
         """Show what `apply` would change. Exit 0: no changes; 3: there are changes; 2: invalid file."""
+        import yaml
+
+        from scalectl.controller.store.repository import diff_config
+        from scalectl.sources.redact import mask_secrets
+
         with user_errors():
             filename, fleet, _, store = _checked(file, filename_)
             changes = diff_config(store.config.tier_specs(), fleet)
@@ -122,6 +133,8 @@ def _stored_document(version: int | None, fleet: FleetConfig | None) -> dict[str
     ``version`` is read-only and ignored by apply; secrets are masked by ``emit``)."""
     if fleet is None:
         return {"version": version, "tiers": {}}
+    from scalectl.policies.spec import without_ignored
+
     document: dict[str, Any] = json.loads(fleet.model_dump_json(by_alias=True, exclude_none=False))
     for name, tier in fleet.tiers.items():  # the fields a policy's mode never reads would be refused back
         document["tiers"][name]["policy"] = without_ignored(tier.policy, document["tiers"][name]["policy"])

@@ -8,17 +8,20 @@ import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from pydantic import ValidationError
-
 from scalectl.cli.output import EXIT_ERROR, EXIT_USAGE, fail
-from scalectl.controller.settings import Settings
 from scalectl.tiers.errors import ConfigError
 
 if TYPE_CHECKING:  # SQLAlchemy loads with the store: `status` on SQLite reads without it (status_reads)
+    from scalectl.controller.settings import Settings
     from scalectl.controller.store.repository import Store
 
 
 def settings() -> Settings:
+    # pydantic loads when a command runs, not when the shell completes a command's options
+    from pydantic import ValidationError
+
+    from scalectl.controller.settings import Settings
+
     try:
         return Settings()
     except ValidationError as exc:  # name the variable, one line per problem
