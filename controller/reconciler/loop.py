@@ -189,7 +189,7 @@ class Reconciler:
     ) -> FleetBudget:
         """This tick's fleet budget: what bills now (this tick's instances, and ``others``: the tiers other
         daemons act on), and each tier's unmet floor held at catalogue price."""
-        spend = sum(i.price_per_hour for insts in grouped.values() for i in insts)
+        spend = sum(i.billing_per_hour for insts in grouped.values() for i in insts)
         spend += sum(share.spend for share in others.values())
         reserved = {}
         for name, tier in tiers.items():

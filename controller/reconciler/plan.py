@@ -181,7 +181,7 @@ def plan_creates(
     fleet = fleet or FleetBudget(None, 0.0)
     if count <= 0 or backoffs.creates_blocked(name, now):
         return plan  # nothing wanted, or creates keep failing: wait out the back-off
-    spend = sum(i.price_per_hour for i in instances)
+    spend = sum(i.billing_per_hour for i in instances)
     spot_backoff = backoffs.spot_backoff(name, now)
     ranked = _avoiding(placement.ranked_offers(tier, offers, backoffs.offers, now, spot_backoff=spot_backoff), avoid)
     waiting = not spot_backoff and not backoffs.fallback_allowed(name, now, tier.fallback_after)
@@ -277,7 +277,7 @@ def plan_rebalance(
     headroom = tier.max - len(instances) if tier.max_surge >= 1 else 0
     drain_first = headroom < 1
     count = min(room, len(replaceable)) if drain_first else min(room, len(replaceable), headroom)
-    spend = sum(i.price_per_hour for i in instances)
+    spend = sum(i.billing_per_hour for i in instances)
     spot_tier = tier.model_copy(update={"fallback": None})
     ranked = placement.ranked_offers(spot_tier, offers, backoffs.offers, now)
     fleet = fleet or FleetBudget(None, 0.0)

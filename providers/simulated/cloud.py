@@ -101,6 +101,11 @@ class SimulatedCloud:
         if self.options.state_path:
             self.fleet.load(self.options.state_path)
 
+    @property
+    def storage_per_hour(self) -> float:
+        """$ an hour a stopped machine bills (its disk): read by the reconciler's ledger."""
+        return self.options.storage_per_hour
+
     # ---- test and simulator controls -------------------------------------------------------------
     def fail_next(self, method: str, error: ProviderError, times: int = 1) -> None:
         """Make the next ``times`` calls of ``method`` raise ``error`` (Karpenter's NextCreateErr)."""
