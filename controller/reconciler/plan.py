@@ -99,7 +99,9 @@ def plan_tier(
     current = len(counted)
     if desired > current:
         # a warned instance holds no place under max: its replacement starts before it is gone
-        room = max(0, tier.max - len(instances) + len(noticed(instances)))
+        # stopped machines (a warm pool) hold no place under max either: they are started instead of created
+        held = sum(1 for i in instances if i.state is not InstanceState.STOPPED)
+        room = max(0, tier.max - held + len(noticed(instances)))
         count = min(desired - current, room)
         return plan_creates(name, tier, instances, count, offers, backoffs, now, avoid=avoid, fleet=fleet)
     if desired < current:

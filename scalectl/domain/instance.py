@@ -162,6 +162,8 @@ class Instance:
         if state is InstanceState.READY and self.ready_at is None:
             self.ready_at = now
             message = self._ready_message(reason, self.state is InstanceState.BOOTSTRAPPING)
+        if state is InstanceState.READY and self.end_state is InstanceState.STOPPED:
+            self.end_state = InstanceState.TERMINATED  # a pool member serving again is no longer one
         if state is InstanceState.STOPPED and self.stopped_at is None:
             self.stopped_at = now  # its disk bills from here, not the GPU
         elif state in COUNTED and self.stopped_at is not None:
@@ -217,8 +219,10 @@ class Instance:
         return self._moved(state, now, reason, event)
 
     def retire(self, now: float) -> InstanceEvent:
-        """Deleted after draining (or never created): ends in the state draining chose."""
-        return self.end(self.end_state, now, self.reason, "retired")
+        """Deleted after draining (or never created): ends in the state draining chose (terminated where it
+        chose to be stopped: a deletion ends it all the same)."""
+        state = self.end_state if self.end_state.is_ended else InstanceState.TERMINATED
+        return self.end(state, now, self.reason, "retired")
 
     def _moved(self, state: InstanceState, now: float, reason: str, event: str) -> InstanceEvent:
         result = self.move(state, now, reason, event)
