@@ -39,7 +39,8 @@ def observe(
     state = row.state
     if gone or (seen is not None and seen.status.is_gone):
         if state is S.DRAINING:
-            return Transition(row.end_state, "gone at the provider while draining", "ended")
+            end = row.end_state if row.end_state.is_ended else S.TERMINATED  # bound for the pool: gone all the same
+            return Transition(end, "gone at the provider while draining", "ended")
         status = seen.status if seen is not None else None
         if status is InstanceStatus.PREEMPTED or (row.capacity == "spot" and state is S.READY):
             return Transition(S.TERMINATED, "preempted by the provider", "interrupted", interrupted=True)
@@ -56,6 +57,15 @@ def observe(
             # started again: it boots like a new machine, its timeouts counted from now (``move`` stamps it)
             return Transition(S.PROVISIONING, f"started again ({seen.status.value})", "resumed", resumed=True)
         return None  # UNKNOWN, STOPPING: no news
+    pool = tier.warm_pool if tier is not None else None
+    resuming = row.resumed_at is not None and state in (S.PROVISIONING, S.BOOTSTRAPPING)
+    if pool is not None and resuming and now - (row.resumed_at or now) > pool.resume_timeout:
+        return Transition(
+            S.DRAINING,
+            f"not serving {pool.resume_timeout:g}s after its start from the warm pool",
+            "resume-timeout",
+            end_state=S.FAILED,
+        )
     if seen.interruption_notice_at is not None and state in NOTICED:
         return Transition(
             S.DRAINING,

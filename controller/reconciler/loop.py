@@ -25,6 +25,7 @@ from scalectl.controller.reconciler.observe import observe_tick
 from scalectl.controller.reconciler.offers import TierOffers
 from scalectl.controller.reconciler.placement import UNAVAILABLE_FOR
 from scalectl.controller.reconciler.plan import NO_PLACEMENT, SPOT_WAIT, Create, Plan, instance_price, plan_tier
+from scalectl.controller.reconciler.pool import PoolCalls, PoolPlan, apply_pool, plan_pool
 from scalectl.controller.reconciler.record import Recorder
 from scalectl.controller.reconciler.replace import hand_backs, offers_to_avoid, unreplaced_notices
 from scalectl.controller.reconciler.report import TickReport, TierTick
@@ -88,6 +89,8 @@ class Reconciler:
             self.providers, calls, self.backoffs, self.offers, self.recorder, key_prefix, server_for
         )
         self.retire = RetirePhase(self.providers, calls, drain_check)
+        self.pool = PoolCalls(self.providers, calls)
+        self._resumes: list[tuple[Instance, Create]] = []  # this tick's starts of warm pool members
         self.routes = Routes(route_update, route_remove)
         self.request_counts = RequestCounts()
         self.rollouts = Rollouts(store, self.recorder)
@@ -144,12 +147,17 @@ class Reconciler:
             tick.fleet_budget = self._fleet_budget(cap, configured, grouped, others)
             tick.rollout_controls = await db(self.store.rollouts.controls)
             # Planning is pure but for the store reads and writes it makes (policy state, rollouts): one trip.
+            self._resumes = []
             creates += await db(self._plan_tiers, tick, tiers, grouped, readings)
             for name in set(grouped) - set(configured):  # tier removed from the configuration: retire everything
                 for inst in grouped[name]:
                     if inst.state is not InstanceState.DRAINING:
                         tick.record(inst.start_draining(now, "tier removed from the configuration"))
             await db(uow.commit)  # the crash rule: intents are stored before any provider is asked to create them
+            fallback = await self.pool.resume(tick, self._resumes) if self._resumes else []
+            if fallback:  # starts refused: their members drain for deletion, the creates they stood in for go now
+                creates += await db(self._intents, tick, fallback)
+                await db(uow.commit)
             await self.creates.run(tick, creates)
             await self.retire.run(tick, live)
             await db(uow.commit)
@@ -157,6 +165,9 @@ class Reconciler:
         finally:
             await db(uow.__exit__, None, None, None)
         return report
+
+    def _intents(self, tick: Tick, steps: list[Create]) -> list[PendingCreate]:
+        return [self.creates.intent(tick, step) for step in steps]
 
     def _note_unanswered(self, tick: Tick) -> None:
         """A tier whose provider did not answer keeps what it has: say so on the tier (once, then every few
@@ -189,7 +200,7 @@ class Reconciler:
     ) -> FleetBudget:
         """This tick's fleet budget: what bills now (this tick's instances, and ``others``: the tiers other
         daemons act on), and each tier's unmet floor held at catalogue price."""
-        spend = sum(i.price_per_hour for insts in grouped.values() for i in insts)
+        spend = sum(i.billing_per_hour for insts in grouped.values() for i in insts)
         spend += sum(share.spend for share in others.values())
         reserved = {}
         for name, tier in tiers.items():
@@ -238,6 +249,7 @@ class Reconciler:
             name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now,
             avoid=avoid, fleet=tick.fleet_budget, rollout=rollout,
         )  # fmt: skip
+        pool = plan_pool(tier, instances, plan, rollout.current_hash, self.pool.can_stop)
         if any(n.kind == SPOT_WAIT for n in plan.notes):
             self.backoffs.spot_short(name, tick.now)  # fallback_after counts from the first wait
         elif any(c.placement.capacity is Capacity.SPOT for c in plan.creates):
@@ -256,7 +268,7 @@ class Reconciler:
             name, decision.current, decision.desired, decision.reason, ready, plan.launched, plan.retired,
             signals=reading.signals, errors=reading.errors,
         )  # fmt: skip
-        return self._apply(tick, plan)
+        return self._apply(tick, plan, pool)
 
     @staticmethod
     def _hand_back(tick: Tick, instances: list[Instance], current_hash: str, *, spot_fallback: bool) -> None:
@@ -274,8 +286,11 @@ class Reconciler:
                 why = f"handed back to spot: {hand.surge.key} is ready"
             tick.record(replaced.start_draining(tick.now, why))
 
-    def _apply(self, tick: Tick, plan: Plan) -> list[PendingCreate]:
-        """The plan's drains start now; its creates become intents, stored at the next commit."""
+    def _apply(self, tick: Tick, plan: Plan, pool: PoolPlan) -> list[PendingCreate]:
+        """The plan's drains start now; its creates (and the pool's starts) become intents, stored at the
+        next commit."""
+        apply_pool(tick, pool)
+        self._resumes += pool.resumes
         creates: list[PendingCreate] = []
         for step in [*plan.drains, *plan.rebalances, *plan.creates]:
             if isinstance(step, Create):

@@ -99,7 +99,9 @@ def plan_tier(
     current = len(counted)
     if desired > current:
         # a warned instance holds no place under max: its replacement starts before it is gone
-        room = max(0, tier.max - len(instances) + len(noticed(instances)))
+        # stopped machines (a warm pool) hold no place under max either: they are started instead of created
+        held = sum(1 for i in instances if i.state is not InstanceState.STOPPED)
+        room = max(0, tier.max - held + len(noticed(instances)))
         count = min(desired - current, room)
         return plan_creates(name, tier, instances, count, offers, backoffs, now, avoid=avoid, fleet=fleet)
     if desired < current:
@@ -181,7 +183,7 @@ def plan_creates(
     fleet = fleet or FleetBudget(None, 0.0)
     if count <= 0 or backoffs.creates_blocked(name, now):
         return plan  # nothing wanted, or creates keep failing: wait out the back-off
-    spend = sum(i.price_per_hour for i in instances)
+    spend = sum(i.billing_per_hour for i in instances)
     spot_backoff = backoffs.spot_backoff(name, now)
     ranked = _avoiding(placement.ranked_offers(tier, offers, backoffs.offers, now, spot_backoff=spot_backoff), avoid)
     waiting = not spot_backoff and not backoffs.fallback_allowed(name, now, tier.fallback_after)
@@ -277,7 +279,7 @@ def plan_rebalance(
     headroom = tier.max - len(instances) if tier.max_surge >= 1 else 0
     drain_first = headroom < 1
     count = min(room, len(replaceable)) if drain_first else min(room, len(replaceable), headroom)
-    spend = sum(i.price_per_hour for i in instances)
+    spend = sum(i.billing_per_hour for i in instances)
     spot_tier = tier.model_copy(update={"fallback": None})
     ranked = placement.ranked_offers(spot_tier, offers, backoffs.offers, now)
     fleet = fleet or FleetBudget(None, 0.0)

@@ -7,16 +7,18 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 
 from scalectl.controller.reconciler.calls import Calls, one_line
+from scalectl.controller.reconciler.sync import price_stopped
 from scalectl.controller.reconciler.tick import Tick, by_tier
 from scalectl.domain.instance import Instance, InstanceState
 from scalectl.providers.base import Provider
-from scalectl.providers.errors import InstanceNotFound
+from scalectl.providers.errors import InstanceNotFound, NotSupported
 from scalectl.tiers.config import TierSpec
 
 log = logging.getLogger("scalectl.reconciler")
 DrainCheck = Callable[[Instance], Awaitable[float | None]]  # requests still running, None unknown
 RouteUpdate = Callable[[str, TierSpec, list[str]], Awaitable[None]]
 RouteRemove = Callable[[str], Awaitable[None]]  # a removed tier's routing (its upstream) goes away
+POOLED = "pooled"  # event: a drained instance stopped into its tier's warm pool
 NOTICE_DRAIN_MAX = 90.0  # an instance warned of a reclaim drains at most this long (AWS warns 120 s ahead)
 
 
@@ -38,8 +40,8 @@ class RetirePhase:
             timeout = tier.drain_timeout if tier is not None else 0.0  # a tier no stored version knows
             if inst.interrupted:  # warned of a reclaim: finish what runs, within the notice window
                 timeout = min(timeout, NOTICE_DRAIN_MAX)
-            if inst.ready_at is None or self.drain_check is None or inst.address is None:
-                done.append(inst)
+            if inst.ready_at is None or self.drain_check is None or inst.address is None or inst.stopped_at is not None:
+                done.append(inst)  # never served, nothing to ask, or stopped: nothing runs on it
             elif now - (inst.drain_started_at or now) >= timeout:
                 inst.reason = f"{inst.reason}; drain timeout {timeout:g}s passed"
                 done.append(inst)
@@ -50,7 +52,29 @@ class RetirePhase:
             done.extend(i for i, n in zip(checks, running, strict=True) if isinstance(n, int | float) and n <= 0)
         return done
 
+    async def _stop(self, tick: Tick, instances: list[Instance]) -> list[Instance]:
+        """Stop the drained instances bound for the warm pool; returns those to delete instead (the provider
+        cannot stop this one after all). A stop that fails otherwise is tried again later."""
+        targets = [i for i in instances if i.end_state is InstanceState.STOPPED and i.provider in self.providers]
+        results = await self.calls.gather(self.providers[i.provider].stop(i.provider_id or "") for i in targets)
+        delete = [i for i in instances if i not in targets]
+        for inst, result in zip(targets, results, strict=True):
+            if isinstance(result, NotSupported):
+                inst.end_state = InstanceState.TERMINATED
+                inst.reason = f"{inst.reason}; cannot be stopped ({one_line(result)}): deleted"
+                delete.append(inst)
+            elif isinstance(result, InstanceNotFound):
+                tick.record(inst.end(InstanceState.FAILED, tick.now, "gone at the provider before its stop", "lost"))
+            elif isinstance(result, BaseException):
+                inst.next_attempt_at = tick.now + (getattr(result, "retry_after", None) or 10.0)
+                tick.event(inst.tier, inst.key, "stop-retry", one_line(result))
+            else:
+                reason = price_stopped(inst, self.providers.get(inst.provider), "stopped into the warm pool")
+                tick.record(inst.move(InstanceState.STOPPED, tick.now, reason, POOLED))
+        return delete
+
     async def _delete(self, tick: Tick, instances: list[Instance]) -> None:
+        instances = await self._stop(tick, instances)
         targets = [i for i in instances if i.provider_id and i.provider in self.providers]
         results = await self.calls.gather(self.providers[i.provider].delete(i.provider_id or "") for i in targets)
         for inst, result in zip(targets, results, strict=True):

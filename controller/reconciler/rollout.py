@@ -36,4 +36,6 @@ def drifted(instances: Sequence[Instance], current_hash: str) -> list[Instance]:
 
 def voluntary_disruptions(instances: Sequence[Instance]) -> int:
     """Instances draining by our choice (scale-in, hand-back, rollout), not because a provider warned."""
-    return sum(1 for i in instances if i.state is InstanceState.DRAINING and not i.interrupted)
+    return sum(
+        1 for i in instances if i.state is InstanceState.DRAINING and not i.interrupted and i.stopped_at is None
+    )  # a stopped pool member being deleted serves nobody: no disruption

@@ -14,6 +14,7 @@ from scalectl.domain.failures import CRASH_BACKOFF
 from scalectl.domain.instance import NOTICED, Instance, InstanceEvent, InstanceState
 from scalectl.providers.base import Provider, ProviderInstance
 from scalectl.providers.errors import InstanceNotFound
+from scalectl.providers.stop_start import storage_price
 from scalectl.tiers.config import TierSpec
 
 S = InstanceState
@@ -171,7 +172,10 @@ class SyncPhase:
         elif change.state.is_ended:
             tick.record(inst.end(change.state, now, change.reason, change.event or "ended"))
         elif change.state != inst.state:
-            tick.record(inst.move(change.state, now, change.reason, change.event))
+            reason = change.reason
+            if change.state is S.STOPPED:
+                reason = price_stopped(inst, self.providers.get(inst.provider), reason)
+            tick.record(inst.move(change.state, now, reason, change.event))
 
     def _back_off(self, tick: Tick, inst: Instance, reason: str) -> None:
         """Skip the offer and hold the tier's creates, longer with every recent early failure; the event
@@ -207,6 +211,16 @@ class SyncPhase:
                 tick.record(inst.mark_ready(tick.now, result[1]))
             elif isinstance(result, tuple):
                 inst.reason = f"waiting for readiness: {result[1]}"
+
+
+def price_stopped(inst: Instance, provider: Provider | None, reason: str) -> str:
+    """Set what the stopped machine bills an hour (its disk); where the provider publishes no single figure,
+    0, and the reason says the ledger leaves the disk out."""
+    price = storage_price(provider)
+    inst.storage_per_hour = price if price is not None else 0.0
+    if price is None:
+        return f"{reason}; its disk's price is not known to scalectl: billed $0 while stopped"
+    return reason
 
 
 def _keeps(listed: ProviderInstance, held: ProviderInstance | None) -> bool:

@@ -11,7 +11,7 @@ import operator
 from collections.abc import Collection, Iterable
 from typing import Any
 
-from sqlalchemy import Select, func, insert, select, update
+from sqlalchemy import Select, case, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from scalectl.controller.store.live_rows import LiveRowsCache
@@ -41,15 +41,16 @@ def live_instances_query() -> Select[Any]:
 
 
 def live_groups_query(*, tiers: Collection[str] | None = None, excluding: Collection[str] = ()) -> Select[Any]:
-    """Live instances grouped by (tier, state, surge): count, $/hour billed, oldest ``created_at`` — what
-    the fleet budget needs of other daemons' tiers and the metrics of every tier, without loading rows."""
+    """Live instances grouped by (tier, state, surge): count, $/hour billed (a stopped one's: its disk), oldest
+    ``created_at`` — what the fleet budget needs of other daemons' tiers and the metrics of every tier,
+    without loading rows."""
     i = InstanceRecord
     columns: tuple[Any, ...] = (
         i.tier,
         i.state,
         i.surge,
         func.count(),
-        func.sum(i.price_per_hour),
+        func.sum(case((i.state == InstanceState.STOPPED.value, i.storage_per_hour), else_=i.price_per_hour)),
         func.min(i.created_at),
     )
     query = select(*columns).where(i.state.in_(LIVE_STATES)).group_by(i.tier, i.state, i.surge)

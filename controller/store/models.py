@@ -80,6 +80,9 @@ class InstanceRecord(Base):
     cost: Mapped[float] = mapped_column(Float, default=0.0)  # $ accounted when the row closes
     server_hash: Mapped[str | None] = mapped_column(String(16), nullable=True)  # the server it was launched with
     running_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # the provider first reported it running
+    stopped_at: Mapped[float | None] = mapped_column(Float, nullable=True)  # stopped since (its disk bills)
+    stopped_s: Mapped[float] = mapped_column(Float, default=0.0)  # seconds of earlier stopped stretches
+    storage_per_hour: Mapped[float] = mapped_column(Float, default=0.0)  # $/hour a stopped machine bills
 
     __table_args__ = (Index("ix_instances_provider_id", "provider", "provider_id"),)
 

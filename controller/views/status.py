@@ -19,8 +19,14 @@ from scalectl.domain.instance import InstanceState
 if TYPE_CHECKING:
     from scalectl.policies.types import PolicyState
 
-# Columns of the status table; every instance not ready or draining counts as pending.
-COUNTS = (InstanceState.READY.value, InstanceState.PENDING.value, InstanceState.DRAINING.value)
+# Columns of the status table; every instance not ready, draining or stopped counts as pending.
+COUNTS = (
+    InstanceState.READY.value,
+    InstanceState.PENDING.value,
+    InstanceState.DRAINING.value,
+    InstanceState.STOPPED.value,
+)
+_OWN_COLUMN = (InstanceState.READY, InstanceState.DRAINING, InstanceState.STOPPED)
 COLUMNS = ["tier", "desired", *COUNTS, "cost_per_hour", "cost_per_1k_requests", "capacity", "gpu"]
 
 
@@ -33,6 +39,8 @@ class LiveInstance(Protocol):
     def state(self) -> str: ...
     @property
     def price_per_hour(self) -> float: ...
+    @property
+    def storage_per_hour(self) -> float: ...
 
 
 class FleetReads(Protocol):
@@ -58,7 +66,7 @@ def _row(tier: str, desired: int | None, capacity: Any, gpu: Any) -> dict[str, A
 
 
 def fleet_status(store: FleetReads, now: float | None = None) -> list[dict[str, Any]]:
-    """Per tier: desired / ready / pending / draining counts, $/hour of everything that bills, and the last
+    """Per tier: desired / ready / pending / draining / stopped counts, $/hour of everything that bills, and the last
     hour's cost per 1,000 requests (tasks, for Celery tiers) when ``now`` is given."""
     tiers = store.tier_specs()
     states = store.policy_states()
@@ -68,9 +76,11 @@ def fleet_status(store: FleetReads, now: float | None = None) -> list[dict[str, 
     }
     for inst in store.instances(limit=1_000_000):
         row = rows.setdefault(inst.tier, _row(inst.tier, None, None, None))
-        column = inst.state if inst.state in (InstanceState.READY, InstanceState.DRAINING) else InstanceState.PENDING
+        column = inst.state if inst.state in _OWN_COLUMN else InstanceState.PENDING
         row[InstanceState(column).value] += 1
-        row["cost_per_hour"] = round(row["cost_per_hour"] + inst.price_per_hour, 4)
+        # a stopped machine bills its disk, not its GPU
+        billed = inst.storage_per_hour if inst.state == InstanceState.STOPPED else inst.price_per_hour
+        row["cost_per_hour"] = round(row["cost_per_hour"] + billed, 4)
     if now is not None:
         _unit_costs(store, rows, now)
     return [rows[name] for name in sorted(rows)]

@@ -33,6 +33,7 @@ class InstanceRow:
     tier: str
     state: str
     price_per_hour: float
+    storage_per_hour: float
 
 
 def sqlite_file(url: str) -> str | None:
@@ -105,7 +106,7 @@ class SqliteStatusReads:
 
     def instances(self, *, limit: int) -> list[InstanceRow]:
         rows = self._rows(
-            f"SELECT tier, state, price_per_hour FROM instances WHERE state IN ({_LIVE}) "
+            f"SELECT tier, state, price_per_hour, storage_per_hour FROM instances WHERE state IN ({_LIVE}) "
             "ORDER BY created_at DESC LIMIT :limit",
             {"limit": limit},
         )

@@ -40,6 +40,8 @@ _CAPACITY = {c.value: c for c in Capacity}  # a dict lookup: the enum's call cos
 DrawsFor = Callable[[str], random.Random]  # instance key -> the random stream its delays are drawn from
 # (launch, the instance's random stream) -> seconds from create until (the machine is up, its server answers)
 BootFor = Callable[[LaunchSpec, random.Random], tuple[float, float]]
+# (the stopped machine, its random stream) -> seconds from its start until (running again, its server answers)
+ResumeFor = Callable[[SimInstance, random.Random], tuple[float, float]]
 AddressOf = Callable[[str], "str | None"]  # provider id -> the address an instance answers on
 
 
@@ -80,12 +82,14 @@ class SimulatedCloud:
         draws: DrawsFor | None = None,
         address_of: AddressOf | None = None,
         boot: BootFor | None = None,
+        resume: ResumeFor | None = None,
         **overrides: Any,
     ):
         if clock is None:
             raise ValueError("SimulatedCloud needs a clock")
         self._draws_for = draws
         self._boot = boot
+        self._resume = resume
         self._address_of = address_of
         self.name = config.name if config else "simulated"
         options = dict(config.options) if config else {}
@@ -100,6 +104,11 @@ class SimulatedCloud:
         self._views: dict[str, tuple[SimInstance, str, float | None, str | None, ProviderInstance]] = {}
         if self.options.state_path:
             self.fleet.load(self.options.state_path)
+
+    @property
+    def storage_per_hour(self) -> float:
+        """$ an hour a stopped machine bills (its disk): read by the reconciler's ledger."""
+        return self.options.storage_per_hour
 
     # ---- test and simulator controls -------------------------------------------------------------
     def fail_next(self, method: str, error: ProviderError, times: int = 1) -> None:
@@ -162,6 +171,10 @@ class SimulatedCloud:
     def billed(self) -> float:
         """Dollars billed so far, per second, for every instance ever created."""
         return self.fleet.billed(self.clock.now())
+
+    def storage_by_tier(self, t0: float, t1: float) -> dict[str, float]:
+        """Per tier, dollars stopped machines' disks billed within [t0, t1] (inside ``billed_by_tier``)."""
+        return self.fleet.storage_by_tier(t0, t1, self.clock.now())
 
     def billed_by_tier(self, t0: float, t1: float) -> dict[str, tuple[float, float]]:
         """Per tier, (dollars, instance-seconds) billed within [t0, t1], provisioning included."""
@@ -251,7 +264,12 @@ class SimulatedCloud:
                 f"{inst.provider_id}: no {inst.gpu} free in {inst.region} to start it on", provider=self.name
             )
         now = self.clock.now()
-        self.fleet.unpark(inst, now, now + rng.uniform(self.options.resume_delay_min, self.options.resume_delay_max))
+        if self._resume is not None:  # drawn in parts (the simulator: the boot model's cached path)
+            up, serving = self._resume(inst, rng)
+        else:
+            up = serving = rng.uniform(self.options.resume_delay_min, self.options.resume_delay_max)
+        inst.serving_at = now + max(up, serving)
+        self.fleet.unpark(inst, now, now + up)
         self._save()
 
     async def aclose(self) -> None:

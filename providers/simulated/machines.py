@@ -60,16 +60,22 @@ def cost_of(inst: SimInstance, now: float) -> float:
 def billed_within(inst: SimInstance, t0: float, t1: float, now: float) -> tuple[float, float]:
     """(dollars, GPU-seconds) the machine billed within [t0, t1]: GPU seconds at its price, stopped
     seconds at its disk's."""
-    end = inst.ended_at if inst.ended_at is not None else now
-    lo, hi = max(inst.created_at, t0), min(end, t1)
+    lo, hi, stopped = _stopped_within(inst, t0, t1, now)
     if hi <= lo:
         return 0.0, 0.0
-    stopped = 0.0
-    for began, until in inst.stops:
-        assert began is not None
-        stopped += max(0.0, min(hi, until if until is not None else end) - max(lo, began))
     gpu_seconds = (hi - lo) - stopped
     return (gpu_seconds * inst.price_per_hour + stopped * inst.storage_per_hour) / 3600.0, gpu_seconds
+
+
+def _stopped_within(inst: SimInstance, t0: float, t1: float, now: float) -> tuple[float, float, float]:
+    """The machine's billed span clipped to [t0, t1] (lo, hi) and its stopped seconds within it."""
+    end = inst.ended_at if inst.ended_at is not None else now
+    lo, hi = max(inst.created_at, t0), min(end, t1)
+    stopped = 0.0
+    for began, until in inst.stops if hi > lo else ():
+        assert began is not None
+        stopped += max(0.0, min(hi, until if until is not None else end) - max(lo, began))
+    return lo, hi, stopped
 
 
 class SimFleet:
@@ -160,6 +166,16 @@ class SimFleet:
             billed, seconds = billed_within(inst, t0, t1, now)
             dollars, total = out.get(inst.tier, (0.0, 0.0))
             out[inst.tier] = (dollars + billed, total + seconds)
+        return out
+
+    def storage_by_tier(self, t0: float, t1: float, now: float) -> dict[str, float]:
+        """Per tier, the dollars stopped machines billed for their disks within [t0, t1] (part of
+        ``billed_by_tier``'s)."""
+        out: dict[str, float] = {}
+        for inst in (*self.live.values(), *self.ended.values()):
+            if inst.tier and inst.stops:
+                stopped = _stopped_within(inst, t0, t1, now)[2]
+                out[inst.tier] = out.get(inst.tier, 0.0) + stopped * inst.storage_per_hour / 3600.0
         return out
 
     # ---- the state file ------------------------------------------------------------------------------

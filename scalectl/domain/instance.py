@@ -91,6 +91,12 @@ class Instance:
     cost: float = 0.0  # $ accounted when the instance ends
     server_hash: str | None = None  # the server description it was launched with (None: adopted from before)
     running_at: float | None = None  # the provider first reported the machine running
+    # Stopped stretches bill the disk, not the GPU: the open one began at ``stopped_at``; ``stopped_s`` sums
+    # the closed ones. ``storage_per_hour``: what the provider bills a stopped machine (0 where it publishes
+    # no single figure: the ledger then undercounts a stopped stretch, and the stop event says so).
+    stopped_at: float | None = None
+    stopped_s: float = 0.0
+    storage_per_hour: float = 0.0
 
     # ---- boot phases -----------------------------------------------------------------------------
     def boot_phases(self) -> dict[str, float | None]:
@@ -124,9 +130,27 @@ class Instance:
         return state in COUNTED and not (self.surge and state is not InstanceState.READY)
 
     def cost_until(self, end: float) -> float:
-        """Dollars billed from launch to ``end`` (per-second billing)."""
+        """Dollars billed from launch to ``end`` (per-second billing): the GPU price while it holds a GPU,
+        the storage price over its stopped stretches."""
         start = self.launched_at if self.launched_at is not None else self.created_at
-        return max(0.0, end - start) * self.price_per_hour / 3600.0
+        stopped = self.stopped_seconds(end)
+        running = max(0.0, end - start - stopped)
+        return (running * self.price_per_hour + stopped * self.storage_per_hour) / 3600.0
+
+    def stopped_seconds(self, end: float) -> float:
+        """Seconds spent stopped up to ``end``: the closed stretches and the open one."""
+        open_s = max(0.0, end - self.stopped_at) if self.stopped_at is not None else 0.0
+        return self.stopped_s + open_s
+
+    @property
+    def billing_per_hour(self) -> float:
+        """What it bills an hour now: its disk while stopped, else the GPU price."""
+        return self.storage_per_hour if self.stopped_at is not None else self.price_per_hour
+
+    @property
+    def pooled(self) -> bool:
+        """A warm pool member: stopped by the reconciler (or held stopped on its way back) to be resumed."""
+        return self.state is InstanceState.STOPPED and self.end_state is InstanceState.STOPPED
 
     # ---- transitions -----------------------------------------------------------------------------
     def move(self, state: InstanceState, now: float, reason: str, event: str | None) -> InstanceEvent | None:
@@ -138,6 +162,13 @@ class Instance:
         if state is InstanceState.READY and self.ready_at is None:
             self.ready_at = now
             message = self._ready_message(reason, self.state is InstanceState.BOOTSTRAPPING)
+        if state is InstanceState.READY and self.end_state is InstanceState.STOPPED:
+            self.end_state = InstanceState.TERMINATED  # a pool member serving again is no longer one
+        if state is InstanceState.STOPPED and self.stopped_at is None:
+            self.stopped_at = now  # its disk bills from here, not the GPU
+        elif state in COUNTED and self.stopped_at is not None:
+            self.stopped_s += max(0.0, now - self.stopped_at)  # running again: the GPU bills
+            self.stopped_at = None
         self.state, self.reason, self.updated_at = state, reason, now
         return self._event(now, event, message) if event else None
 
@@ -188,8 +219,10 @@ class Instance:
         return self._moved(state, now, reason, event)
 
     def retire(self, now: float) -> InstanceEvent:
-        """Deleted after draining (or never created): ends in the state draining chose."""
-        return self.end(self.end_state, now, self.reason, "retired")
+        """Deleted after draining (or never created): ends in the state draining chose (terminated where it
+        chose to be stopped: a deletion ends it all the same)."""
+        state = self.end_state if self.end_state.is_ended else InstanceState.TERMINATED
+        return self.end(state, now, self.reason, "retired")
 
     def _moved(self, state: InstanceState, now: float, reason: str, event: str) -> InstanceEvent:
         result = self.move(state, now, reason, event)

@@ -8,11 +8,13 @@ boots it pays for. Every draw made for an instance is kept, per tier, for the re
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scalectl.providers.base import LaunchSpec
+from scalectl.providers.simulated.machines import SimInstance
 from scalectl.simulator.workloads.spec import CloudSpec
 from scalectl.sizing.boot import BootModel, BootParts, boot_model
 from scalectl.sizing.errors import SizingError
@@ -76,6 +78,7 @@ class Boots:
     models: dict[tuple[str, str], BootModel]  # (provider name, tier) -> model; empty with provision_delay
     first_provider: dict[str, str]  # tier -> its first provider (the baselines' boot)
     drawn: dict[str, list[BootParts]] = field(default_factory=dict)  # tier -> every boot drawn in the run
+    resumed: dict[str, list[BootParts]] = field(default_factory=dict)  # tier -> every resume drawn in the run
 
     @classmethod
     def of(cls, config: FleetConfig, tiers: list[str], spec: CloudSpec) -> Boots:
@@ -107,6 +110,12 @@ class Boots:
             return None
         return ProviderBoots(self, provider)
 
+    def resume_for_cloud(self, provider: str) -> ProviderResumes | None:
+        """The simulated cloud's resume hook for one provider; None: the cloud's uniform resume delay."""
+        if self.spec.provision_delay is not None:
+            return None
+        return ProviderResumes(self, provider)
+
 
 @dataclass(frozen=True, slots=True)
 class ProviderBoots:
@@ -121,6 +130,25 @@ class ProviderBoots:
             model = next(m for (p, _), m in self.boots.models.items() if p == self.provider)
         parts = model.draw(rng)
         self.boots.drawn.setdefault(spec.tier, []).append(parts)
+        return parts.provision, parts.total
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderResumes:
+    """A stopped machine's start, drawn per start: the boot model's cached path (no image pull, no weights
+    download: the stopped disk holds both; the machine's start, loading the weights from that disk into the
+    GPUs, the cached compile and the warm-up remain). No cloud in docs/providers/README.md publishes a
+    start-to-serving figure to use instead."""
+
+    boots: Boots
+    provider: str
+
+    def __call__(self, inst: SimInstance, rng: random.Random) -> tuple[float, float]:
+        model = self.boots.models.get((self.provider, inst.tier))
+        if model is None:
+            model = next(m for (p, _), m in self.boots.models.items() if p == self.provider)
+        parts = dataclasses.replace(model, path="cached").draw(rng)
+        self.boots.resumed.setdefault(inst.tier, []).append(parts)
         return parts.provision, parts.total
 
 

@@ -23,7 +23,7 @@ import multiprocessing
 import os
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ from sqlalchemy import Engine, event
 from scalectl.clocks import FakeClock
 from scalectl.controller.reconciler.decide import bounds_for
 from scalectl.controller.reconciler.loop import Reconciler
+from scalectl.controller.reconciler.pool import RESUME_FAILED, RESUME_TIMEOUT, RESUMING
 from scalectl.controller.store.db import make_engine
 from scalectl.controller.store.live_rows import write_pattern
 from scalectl.controller.store.models import Base
@@ -244,6 +245,20 @@ class TableWrites:
         return written
 
 
+def boot_paths(events: Sequence[Any], start: float) -> dict[str, dict[str, int]]:
+    """Per tier, the boots within the report (from ``start``): ``cold`` creates launched, ``warm`` starts of
+    warm pool members that were not refused or timed out, ``resume_failed`` those that were."""
+    kinds: dict[str, Counter[str]] = {}
+    for e in events:
+        if e.t >= start and e.tier is not None:
+            kinds.setdefault(e.tier, Counter())[e.kind] += 1
+    out = {}
+    for tier, count in kinds.items():
+        failed = count[RESUME_FAILED] + count[RESUME_TIMEOUT]
+        out[tier] = {"warm": max(0, count[RESUMING] - failed), "cold": count["launched"], "resume_failed": failed}
+    return out
+
+
 class _Run:
     def __init__(
         self,
@@ -265,7 +280,10 @@ class _Run:
         self.fleet = Fleet(workload, models, warmup_s=self.steady)
         names = sorted({p for tier in config.tiers.values() for p in tier.providers})
         self.clouds = {
-            n: simulation_cloud(n, self.clock, workload.cloud, workload.seed, boots.for_cloud(n)) for n in names
+            n: simulation_cloud(
+                n, self.clock, workload.cloud, workload.seed, boots.for_cloud(n), boots.resume_for_cloud(n)
+            )
+            for n in names
         }
         self.events = CloudEvents(workload.cloud, self.clouds, workload.seed)
         engine = make_engine("sqlite://")
@@ -351,7 +369,8 @@ class _Run:
             tier, provider_id = row.tier, row.provider_id
             if provider_id is None or tier not in self.members:
                 continue
-            billing[tier] += 1
+            if row.state is not InstanceState.STOPPED:  # a stopped machine holds no GPU
+                billing[tier] += 1
             launched_at = row.launched_at if row.launched_at is not None else row.created_at
             self.events.watch(row.provider, provider_id, row.capacity, launched_at - self.start)
             if row.state is InstanceState.READY:
@@ -382,6 +401,14 @@ class _Run:
                 per_tier[name] = (spent + dollars, billed + seconds)
         return per_tier
 
+    def _storage_by_tier(self, until: float) -> dict[str, float]:
+        """Per tier, dollars stopped machines' disks billed from the start until ``until`` s later."""
+        out: dict[str, float] = {}
+        for cloud in self.clouds.values():
+            for name, dollars in cloud.storage_by_tier(self.start, self.start + until).items():
+                out[name] = out.get(name, 0.0) + dollars
+        return out
+
     def _check(self, t: float) -> None:
         assert self.opts.stop is not None
         billed = self._billed_by_tier(t)
@@ -402,7 +429,10 @@ class _Run:
         rows = self.store.reads.instances(include_ended=True, limit=everything)
         interrupted = Counter(r.tier for r in rows if r.interrupted)
         decisions = len(self.store.records.decisions(limit=everything))
-        events = Counter(e.kind for e in self.store.records.events(limit=everything))
+        every_event = self.store.records.events(limit=everything)
+        events = Counter(e.kind for e in every_event)
+        storage = self._storage_by_tier(self.workload.duration)
+        boots = boot_paths(every_event, self.start)
         for name, outcome in list(report.tiers.items()):
             dollars, seconds = per_tier.get(name, (0.0, 0.0))
             report.tiers[name] = dataclasses.replace(
@@ -410,6 +440,8 @@ class _Run:
                 cost=dollars,
                 gpu_hours=seconds * self.fleet.models[name].gpu_count / 3600.0,
                 interruptions=int(interrupted.get(name, 0)),
+                pool_storage_cost=storage.get(name, 0.0),
+                boots=boots.get(name, {"warm": 0, "cold": 0, "resume_failed": 0}),
             )
         return SimulationResult(
             report=report,

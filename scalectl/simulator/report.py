@@ -45,6 +45,9 @@ class TierOutcome:
     refused: int = 0  # serving: requests the activator refused at zero, holding its most (counted as misses)
     rejected_too_long: int = 0  # serving: refused by vLLM, prompt + output over max_model_len (counted as misses)
     preemptions: int = 0  # serving: sequences vLLM preempted for KV cache blocks (recomputed later)
+    pool_storage_cost: float = 0.0  # $ of ``cost`` that stopped warm pool members' disks billed
+    # boots by path: cold creates, warm starts of pool members, and starts refused or not serving in time
+    boots: dict[str, int] = field(default_factory=lambda: {"warm": 0, "cold": 0, "resume_failed": 0})
 
     @property
     def slo_attainment(self) -> float | None:

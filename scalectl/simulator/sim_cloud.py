@@ -19,7 +19,7 @@ from scalectl.clocks import Clock
 from scalectl.providers.base import ProviderCapabilities
 from scalectl.providers.registry import ProviderConfig
 from scalectl.providers.simulated import SimulatedCloud
-from scalectl.providers.simulated.cloud import BootFor
+from scalectl.providers.simulated.cloud import BootFor, ResumeFor
 from scalectl.simulator.workloads.spec import CloudSpec
 
 ADDRESS_SCHEME = "sim://"
@@ -35,10 +35,16 @@ class PhasedSimulatedCloud(SimulatedCloud):
 
 
 def simulation_cloud(
-    name: str, clock: Clock, spec: CloudSpec, seed: int, boot: BootFor | None = None
+    name: str,
+    clock: Clock,
+    spec: CloudSpec,
+    seed: int,
+    boot: BootFor | None = None,
+    resume: ResumeFor | None = None,
 ) -> SimulatedCloud:
     """One provider of the run. ``boot``: each instance's boot drawn in parts (the boot model); None: the
-    workload's uniform ``provision_delay``, create → serving in one phase."""
+    workload's uniform ``provision_delay``, create → serving in one phase. ``resume``: a stopped machine's
+    start drawn likewise; None: the cloud's uniform resume delay."""
     if boot is None and spec.provision_delay is None:
         raise ValueError("a simulation cloud boots its instances by the boot model (`boot`) or `provision_delay`")
     low, high = spec.provision_delay if spec.provision_delay is not None else (0.0, 0.0)
@@ -48,6 +54,8 @@ def simulation_cloud(
         "provision_delay_max": high,
         "interruption_notice": spec.notice,
         "spot_interruptions_per_hour": 0.0,  # interruptions come from the run's schedule (storms vary it)
+        "storage_per_hour": spec.storage_per_hour,
+        "resume_failure_rate": spec.resume_failure_rate,
     }
     kind = SimulatedCloud if boot is None else PhasedSimulatedCloud
     return kind(
@@ -56,6 +64,7 @@ def simulation_cloud(
         draws=_InOrder(seed, name),
         address_of=functools.partial(address_of, name),
         boot=boot,
+        resume=resume,
     )
 
 

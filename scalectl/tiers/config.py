@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from scalectl.policies.durations import Duration
 from scalectl.policies.registry import KINDS
 from scalectl.policies.spec import PolicySpec
-from scalectl.providers.registry import check_options
+from scalectl.providers.registry import UnknownProviderType, capabilities_of, check_options
 from scalectl.sizing.errors import UnknownModel
 from scalectl.sizing.gpus import UnknownGpu, gpu_info, normalize_gpu
 from scalectl.sizing.models import lookup_model
@@ -60,6 +60,38 @@ class ActivatorSpec(_Strict):
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)  # larger: 413, never buffered
 
 
+class WarmPoolSpec(_Strict):
+    """Stopped machines kept beside the tier (docs/configuration.md, "warm_pool"): an instance that served is
+    stopped instead of deleted on scale-in while the pool holds fewer than ``size``; scale-out starts pool
+    members before it creates. ``max``: the most stopped members kept (more are deleted); ``resume_timeout``:
+    a started member not serving by then is deleted and a fresh create takes its place."""
+
+    size: int = Field(ge=0, le=1000)
+    max: int | None = Field(None, ge=0, le=1000)  # default: size
+    resume_timeout: Duration = Field(300.0, gt=0)
+
+    @field_validator("size", mode="before")
+    @classmethod
+    def _auto_not_yet(cls, value: Any) -> Any:
+        if value == "auto":
+            raise ValueError(
+                "`auto` is not implemented yet (sizing the pool from the decision core's forecast error is "
+                "future work); set a number of stopped instances, e.g. `size: 2`"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _size_within_max(self) -> WarmPoolSpec:
+        if self.max is not None and self.size > self.max:
+            raise ValueError(f"size ({self.size}) is above its max ({self.max}); set warm_pool.size <= warm_pool.max")
+        return self
+
+    @property
+    def most(self) -> int:
+        """The most stopped members kept."""
+        return self.size if self.max is None else self.max
+
+
 class TierSpec(_Strict):
     capacity: Literal["on-demand", "spot"]
     fallback: Literal["on-demand"] | None = None
@@ -86,6 +118,7 @@ class TierSpec(_Strict):
     # Scheduled budgets that override max_disrupted while open (e.g. 0 during business hours): tiers/disruption.py
     disruption_windows: tuple[DisruptionWindow, ...] = ()
     activator: ActivatorSpec = Field(default_factory=ActivatorSpec)
+    warm_pool: WarmPoolSpec | None = None
 
     @field_validator("gpu")
     @classmethod
@@ -117,6 +150,19 @@ class TierSpec(_Strict):
         floor = getattr(self.policy, "floor", None)
         if floor is not None and floor > self.max:
             raise ValueError(f"policy.floor ({floor}) is above max ({self.max}); lower the floor or raise max")
+        pool = self.warm_pool
+        if pool is not None and pool.most > self.max:
+            field = "size" if pool.max is None else "max"
+            raise ValueError(
+                f"warm_pool.{field} ({pool.most}) is above the tier's max ({self.max}); a pool holds at most "
+                f"the tier's max: lower warm_pool.{field} or raise max"
+            )
+        if pool is not None and self.capacity == "spot":
+            raise ValueError(
+                "warm_pool needs capacity: on-demand (RunPod, EC2 and the simulated cloud cannot stop spot "
+                "machines, and a stopped Vast.ai bid reads like an outbid one); remove warm_pool or use "
+                "capacity: on-demand"
+            )
         return self
 
     def catalogue_price_per_hour(self) -> float | None:
@@ -162,6 +208,26 @@ class FleetConfig(_Strict):
         return self
 
     @model_validator(mode="after")
+    def _warm_pools_can_stop(self) -> FleetConfig:
+        """A warm pool needs a provider that can stop and start a machine (docs/providers/README.md, "Boot
+        paths"); a tier none of whose providers can would keep a pool nobody fills."""
+        for tier_name, tier in self.tiers.items():
+            if tier.warm_pool is None:
+                continue
+            able = [p for p in tier.providers if _stops(self._type_of(p))]
+            if not able:
+                names = ", ".join(f"{p} ({self._type_of(p)})" for p in tier.providers)
+                raise ValueError(
+                    f'tier "{tier_name}": warm_pool: none of the tier\'s providers can stop and start an instance '
+                    f"({names}); list a provider that can (runpod, vastai, aws, simulated) or remove warm_pool"
+                )
+        return self
+
+    def _type_of(self, provider: str) -> str:
+        entry = self.providers.get(provider)
+        return entry.type if entry is not None else provider
+
+    @model_validator(mode="after")
     def _fleet_budget_covers_the_floors(self) -> FleetConfig:
         """A fleet budget that cannot pay for every tier's ``min`` would starve some floor on the first tick:
         refused here, with what the floors cost (catalogue prices; a live price above them is reported when
@@ -177,6 +243,18 @@ class FleetConfig(_Strict):
                 f"prices (${cost:g}/h: {parts}); raise budget_per_hour or lower a tier's min"
             )
         return self
+
+
+def _stops(provider_type: str) -> bool:
+    """Whether an adapter type declares stop/start (unknown types fail elsewhere, with their own message; an
+    adapter whose extra is not installed, e.g. boto3 for aws, is given the benefit of the doubt: building it
+    fails later and names the extra)."""
+    try:
+        return capabilities_of(provider_type).stop_start
+    except UnknownProviderType:
+        return False
+    except ImportError:
+        return True
 
 
 def _format_location(loc: tuple[Any, ...], data: Any) -> str:

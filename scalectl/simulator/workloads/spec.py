@@ -268,6 +268,10 @@ class CloudSpec(_Strict):
     notice: Duration = 120.0  # warning before a preemption (AWS: 2m, GCP: 30s); 0 = none
     storms: list[SpotStorm] = Field(default_factory=list)
     capacity: dict[str, list[CapacityWindow]] = Field(default_factory=dict)  # GPU -> one window or a list
+    # Stopped machines (a tier's warm_pool): what a stopped one's disk bills an hour, and the share of starts
+    # refused because the GPU on its host was taken meanwhile (RunPod, EC2: refused; see docs/providers).
+    storage_per_hour: float = Field(0.02, ge=0)
+    resume_failure_rate: float = Field(0.0, ge=0, le=1)
 
     _fixed = field_validator("provision_delay", mode="before")(_one_or_two)
 

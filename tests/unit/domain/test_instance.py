@@ -83,3 +83,23 @@ def test_where_running_means_serving_the_server_phase_is_unknown_not_zero() -> N
     event = inst.move(InstanceState.READY, 250.0, "running", "ready")
     assert event is not None and "running→serving not seen" in event.message
     assert inst.boot_phases() == {"provisioning": 150.0, "bootstrapping": None}
+
+
+def test_a_stopped_stretch_bills_the_disk_not_the_gpu() -> None:
+    inst = _pending(state=InstanceState.READY, provider_id="i-1", launched_at=100.0, price_per_hour=3.6)
+    inst.storage_per_hour = 0.36
+    inst.move(InstanceState.STOPPED, 1000.0, "stopped", "stopped")  # 900 s at the GPU price
+    assert inst.billing_per_hour == 0.36
+    inst.move(InstanceState.PROVISIONING, 4600.0, "started again", "resumed")  # 3600 s at the disk's
+    assert inst.stopped_at is None and inst.stopped_s == 3600.0 and inst.billing_per_hour == 3.6
+    inst.move(InstanceState.STOPPED, 5500.0, "stopped", "stopped")  # 900 s more at the GPU price
+    inst.end(InstanceState.TERMINATED, 7300.0, "deleted", "retired")  # 1800 s stopped again
+    assert inst.cost == (1800 * 3.6 + 5400 * 0.36) / 3600.0
+
+
+def test_a_stopped_machine_draining_to_deletion_still_bills_its_disk() -> None:
+    inst = _pending(state=InstanceState.STOPPED, provider_id="i-1", launched_at=0.0, stopped_at=0.0)
+    inst.storage_per_hour = 0.36
+    inst.start_draining(3600.0, "pool member of an old server")
+    assert inst.stopped_at == 0.0  # still stopped at the provider while it is deleted
+    assert inst.cost_until(7200.0) == 0.72

@@ -54,3 +54,29 @@ async def test_a_stopped_instance_started_again_boots_with_fresh_timeouts(make_w
         "stopped",
         "resumed",
     ]
+
+
+async def test_a_stopped_row_bills_its_disk_and_status_shows_it_stopped(make_world) -> None:
+    from scalectl.controller.views.status import fleet_status
+
+    w: World = make_world(storage_per_hour=0.5)
+    await w.bring_up("web", 1)
+    victim = w.rows("web", ("ready",))[0]
+    w.target("web", 0)  # the tier holds nothing else: only the stopped machine bills
+    await w.cloud.stop(victim.provider_id or "")
+    await w.run()
+    row = {r.key: r for r in w.rows("web")}[victim.key]
+    assert (row.state, row.storage_per_hour, row.stopped_at) == ("stopped", 0.5, w.clock.now() - 5.0)
+    status = {r["tier"]: r for r in fleet_status(w.store.reads)}["web"]
+    assert (status["stopped"], status["pending"]) == (1, 0)
+    assert status["cost_per_hour"] == 0.5  # its disk, not its GPU
+
+
+def test_storage_price_is_known_only_where_an_adapter_states_one_figure() -> None:
+    from scalectl.providers.stop_start import storage_price
+
+    class Priced:
+        storage_per_hour = 0.25
+
+    assert storage_price(Priced()) == 0.25
+    assert storage_price(object()) is None
