@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typing
 
+import pytest
+
 from scalectl.policies import boot
 from scalectl.policies.predictive import DEFAULT_LEAD_TIME_S, lead_time_of
 from scalectl.policies.registry import KINDS, forecast_of, kind_of
@@ -46,8 +48,9 @@ def test_the_registry_covers_every_kind_of_the_spec_union() -> None:
     assert kind_of(spec(kind="scale-to-zero")).name == "scale-to-zero"
 
 
-def test_config_errors_name_the_field_without_the_kind_tag() -> None:
-    text = """
+def _refusal(policy: str) -> str:
+    """The ConfigError a one-tier file with this policy gets (it must get one)."""
+    text = f"""
 tiers:
   web:
     capacity: on-demand
@@ -55,33 +58,20 @@ tiers:
     providers: [simulated]
     min: 1
     max: 4
-    policy: {kind: min-floor, scale_in_max_fraction: 2}
+    policy: {policy}
 """
-    try:
+    with pytest.raises(ConfigError) as refused:
         parse_config(text, "tiers.yaml")
-    except ConfigError as exc:
-        assert 'tier "web": policy.scale_in_max_fraction' in str(exc)
-    else:
-        raise AssertionError("expected a ConfigError")
+    return str(refused.value)
+
+
+def test_config_errors_name_the_field_without_the_kind_tag() -> None:
+    assert 'tier "web": policy.scale_in_max_fraction' in _refusal("{kind: min-floor, scale_in_max_fraction: 2}")
 
 
 def test_a_retired_target_tracking_setting_is_refused_with_what_replaced_it() -> None:
-    text = """
-tiers:
-  web:
-    capacity: on-demand
-    gpu: L40S
-    providers: [simulated]
-    min: 1
-    max: 4
-    policy: {kind: min-floor, target_utilization: 0.75}
-"""
-    try:
-        parse_config(text, "tiers.yaml")
-    except ConfigError as exc:
-        assert "target_utilization no longer exists: remove it" in str(exc) and "measured error" in str(exc)
-    else:
-        raise AssertionError("expected a ConfigError")
+    error = _refusal("{kind: min-floor, target_utilization: 0.75}")
+    assert "target_utilization no longer exists: remove it" in error and "measured error" in error
 
 
 def test_a_threshold_setting_written_in_target_mode_is_refused_even_at_its_default() -> None:
