@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # `bench.shapes` and `bench.skyserve.policy` (the external class) import from here
 
@@ -101,7 +103,13 @@ def _skyserve_grid(
         else:
             policy = {"kind": "external", "class": "bench.skyserve.policy:SkyServeAutoscaler",
                       "options": {"python": python, "target_qps_per_replica": qps * factor}}  # fmt: skip
-            out = simulate(with_policy(config, tier, policy), text_with_policy(text, tier, policy), workload,
+            # its min_replicas is the tier's min: ours' floor, as above (the controller reads the stored text)
+            peer = with_policy(config, tier, policy)
+            floored = peer.tiers[tier].model_copy(update={"min": low})
+            peer = peer.model_copy(update={"tiers": {**peer.tiers, tier: floored}})
+            document = yaml.safe_load(text_with_policy(text, tier, policy))
+            document["tiers"][tier]["min"] = low
+            out = simulate(peer, yaml.safe_dump(document, sort_keys=False), workload,
                            options=RunOptions(baselines=False), workload_source=source).report.tiers[tier]  # fmt: skip
             cost, slo = out.cost, out.slo_attainment
         found = {"factor": factor, "qps": round(qps * factor, 3), "slo": slo, "cost": cost,
