@@ -8,9 +8,8 @@ import typer
 
 from scalectl.cli.context import open_store, settings, user_errors
 from scalectl.cli.files import tier_names
-from scalectl.cli.output import EXIT_USAGE, fail
+from scalectl.cli.output import EXIT_USAGE, fail, option_duration
 from scalectl.controller.store.repository import Store
-from scalectl.policies.durations import parse_duration
 
 TierArgument = typer.Argument(..., help="Tier name.", autocompletion=tier_names)
 
@@ -46,10 +45,7 @@ def register(app: typer.Typer) -> None:
             fail("--for goes with a count, not with --clear", EXIT_USAGE)
         duration = None
         if for_ is not None:
-            try:
-                duration = parse_duration(for_)
-            except ValueError as exc:
-                fail(f"--for: {exc}", EXIT_USAGE)
+            duration = option_duration(for_, "--for")
             if duration <= 0:
                 fail(f'--for: expected a positive duration, e.g. "1h", got "{for_}"', EXIT_USAGE)
         with user_errors():

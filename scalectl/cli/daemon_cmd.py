@@ -9,9 +9,8 @@ import typer
 
 from scalectl.cli.context import settings, user_errors
 from scalectl.cli.files import chosen_file, file_option, old_spelling
-from scalectl.cli.output import EXIT_ERROR, EXIT_USAGE, fail
+from scalectl.cli.output import EXIT_ERROR, EXIT_USAGE, fail, option_duration
 from scalectl.controller.logs import LogFormat, setup_logging
-from scalectl.policies.durations import parse_duration
 
 
 def register(app: typer.Typer) -> None:
@@ -42,12 +41,7 @@ def register(app: typer.Typer) -> None:
 
         if speed < 1:
             fail("--speed must be at least 1", EXIT_USAGE)
-        duration = None
-        if run_for is not None:
-            try:
-                duration = parse_duration(run_for)
-            except ValueError as exc:
-                fail(f"--run-for: {exc}", EXIT_USAGE)
+        duration = None if run_for is None else option_duration(run_for, "--run-for")
         config = chosen_file(file, config_, required=False)
         s = settings()
         if port is not None:

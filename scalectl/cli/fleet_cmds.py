@@ -10,14 +10,13 @@ import typer
 
 from scalectl.cli.context import open_store, settings, user_errors
 from scalectl.cli.files import tier_names
-from scalectl.cli.output import EXIT_NO_DAEMON, EXIT_USAGE, Format, OutputOption, emit, fail
+from scalectl.cli.output import EXIT_NO_DAEMON, EXIT_USAGE, Format, OutputOption, emit, fail, option_duration
 from scalectl.clocks import SystemClock
 from scalectl.controller.settings import Settings
 from scalectl.controller.store.world_clock import world_now
 from scalectl.controller.views.ages import ago
 from scalectl.controller.views.controls import with_controls
 from scalectl.controller.views.status import COLUMNS, status_document
-from scalectl.policies.durations import parse_duration
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) loads in the commands: `status` on SQLite reads without it
     from scalectl.controller.ha.replica_view import ReplicaView
@@ -33,12 +32,7 @@ def _now(store: Store) -> float:
 
 
 def _window(window: str | None) -> float | None:
-    if window is None:
-        return None
-    try:
-        return parse_duration(window)
-    except ValueError as exc:
-        fail(f"--since: {exc}", EXIT_USAGE)
+    return None if window is None else option_duration(window, "--since")
 
 
 def _status_document(s: Settings) -> dict[str, Any]:

@@ -79,6 +79,16 @@ def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     raise typer.Exit(code)
 
 
+def option_duration(text: str, option: str) -> float:
+    """A duration option's value in seconds ("90s", "5m", "1h"), or a usage error naming the option."""
+    from scalectl.policies.durations import parse_duration  # pydantic: loaded when an option holds a duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        fail(f"{option}: {exc}", EXIT_USAGE)
+
+
 def report_console() -> Console:
     """Where `simulate` and `tune` print their tables: the terminal's width, or 100 columns when the output
     is piped or redirected (the width the tables are laid out to fit)."""

@@ -7,8 +7,7 @@ from __future__ import annotations
 import typer
 
 from scalectl.cli.context import open_store, settings, user_errors
-from scalectl.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
-from scalectl.policies.durations import parse_duration
+from scalectl.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail, option_duration
 
 DECISIONS_READ = 1_000_000  # a day at one decision a minute is 1,440 per tier
 
@@ -41,10 +40,7 @@ def register(app: typer.Typer) -> None:
         from scalectl.policies.spec import CANONICAL
         from scalectl.tiers.config import TierSpec
 
-        try:
-            window = parse_duration(since)
-        except ValueError as exc:
-            fail(f"--since: {exc}", EXIT_USAGE)
+        window = option_duration(since, "--since")
         with user_errors():
             store = open_store(settings())
             specs = store.config.tier_specs()

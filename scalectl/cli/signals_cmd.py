@@ -9,9 +9,8 @@ from typing import Any
 import typer
 
 from scalectl.cli.files import tier_names
-from scalectl.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
+from scalectl.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail, option_duration
 from scalectl.clocks import SystemClock
-from scalectl.policies.durations import parse_duration
 from scalectl.sources.reader import SignalReader
 from scalectl.sources.spec import NO_SOURCE, MetricsSource, SignalsSpec, has_source
 from scalectl.tiers.config import ConfigError, FleetConfig, load_config
@@ -77,12 +76,7 @@ def register(app: typer.Typer) -> None:
             config, _ = load_config(file)
         except ConfigError as exc:
             fail(str(exc), EXIT_USAGE)
-        seconds: float | None = None
-        if window is not None:
-            try:
-                seconds = parse_duration(window)
-            except ValueError as exc:
-                fail(f"--window: {exc}", EXIT_USAGE)
+        seconds = None if window is None else option_duration(window, "--window")
         unknown = [t for t in (tier or []) if t not in config.tiers]
         if unknown:
             fail(f"{file}: no tier named {', '.join(unknown)}; tiers are: {', '.join(config.tiers)}", EXIT_USAGE)
