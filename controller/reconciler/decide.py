@@ -112,11 +112,12 @@ class PolicyRunner:
             inp = replace(inp, capacity_prior=capacity_prior(tier.serving, tier.gpu, tier.gpu_count))
         if inp.compute_prior is None:
             inp = replace(inp, compute_prior=compute_prior(tier.serving, tier.gpu, tier.gpu_count))
-        if inp.boot_time is None and boot_time(inp.state.learned) is None:  # nothing measured yet: the boot model
-            inp = replace(inp, boot_time=boot_prior(tier.serving, tier.gpu_count))
         if forecast_of(tier.policy) is not None and inp.boot_time is None:
             # the forecast window must match the lead time the policy acts on (measured, in its state)
             inp = replace(inp, history=self.seasonal(name, tier, inp.now, inp.state.learned))
+        if inp.boot_time is None:  # measured by the policy, else the boot model until boots are measured
+            measured = boot_time(inp.state.learned)
+            inp = replace(inp, boot_time=measured if measured is not None else boot_prior(tier.serving, tier.gpu_count))
         decision = self._decide(tier.policy, inp, bounds or bounds_for(tier), self.external_for(name, tier))
         hist = self.history_for(name, tier)
         if hist is not None:

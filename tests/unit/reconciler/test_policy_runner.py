@@ -30,3 +30,17 @@ def test_history_reaches_as_far_as_the_longest_forecast_period() -> None:
     seasonal = runner.seasonal("fortnightly", tiers["fortnightly"], t0 + 14 * 86400)
     assert seasonal.by_period == {14 * 86400.0: 12.0}  # a fixed 8-day memory would have dropped it
     assert runner.history_for("plain", tiers["plain"]) is None  # nothing kept where nothing forecasts
+
+
+def test_a_forecasting_tier_gets_its_history_before_any_boot_is_measured() -> None:
+    """The runner fills the boot horizon from the boot model when nothing is measured; the seasonal history a
+    thresholds forecast reads must still be filled (it was skipped once the horizon was set)."""
+    from scalectl.policies.types import PolicyInput, PolicyState, Signals
+
+    tiers = parse_config(TIERS, "t.yaml").tiers
+    runner = PolicyRunner()
+    t0 = 1_767_225_600.0
+    runner.seed_history([("fortnightly", t0, 12.0)], tiers)
+    inp = PolicyInput(t0 + 14 * 86400, Signals(queue_depth=0, in_flight=0), 1, PolicyState())
+    decision = runner.decide("fortnightly", tiers["fortnightly"], inp)
+    assert "forecast: peak 12 14d ago" in decision.reason, decision.reason
