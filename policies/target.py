@@ -68,7 +68,7 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
         horizon_s=inp.boot_time,
         read_at=inp.now if known else None,
         pace=behaviour.Pace(rules.stabilization, rules.scale_in_max_fraction, rules.scale_in_period, rules.idle_after),
-        learn=rules.learn_capacity and rules.capacity is None,
+        learn=learns(rules),
     )
     desired, reason, core = decide(inputs, core, inp.now)
     waiting = (signals.requests_waiting or 0.0) + (signals.queue_depth or 0.0)
@@ -76,6 +76,11 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
         desired, reason = 1, f"{reason}; work waiting with no instance → 1"
     state = replace(inp.state, learned=learned, core=core)
     return Decision(desired, reason, state, signals.request_rate)
+
+
+def learns(rules: ReactiveRules) -> bool:
+    """Capacity is learned from the fleet unless the policy sets `capacity` or turns learning off."""
+    return rules.learn_capacity and rules.capacity is None
 
 
 def _level(signals: Signals) -> float | None:
@@ -87,8 +92,6 @@ def _level(signals: Signals) -> float | None:
     if running is not None or waiting is not None:
         return None if running is None or waiting is None else running + waiting
     depth, in_flight = signals.queue_depth, signals.in_flight
-    if depth is None and in_flight is None:
-        return None
     return None if depth is None or in_flight is None else depth + in_flight
 
 
@@ -114,7 +117,7 @@ def _readings(
     )
     if signals.arrivals is None and level is not None:  # work in flight, no arrival count: the level alone
         return (in_flight,)
-    svc = learned.get(_SVC_REF)
+    svc = service_time(learned)
     if in_flight_prior is None:
         req_prior, req_how = None, "set policy `capacity` (requests in flight one instance serves)"
     elif svc is None:

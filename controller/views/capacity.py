@@ -7,11 +7,11 @@ from typing import Any
 
 from scalectl.policies import batch
 from scalectl.policies.boot import boot_time, samples
-from scalectl.policies.core.capacity import Capacity, estimate
+from scalectl.policies.core.capacity import used
 from scalectl.policies.core.pipeline import MeasureState
 from scalectl.policies.prior import capacity_prior, compute_prior
 from scalectl.policies.spec import ReactiveRules, ScaleToZeroPolicy
-from scalectl.policies.target import service_time
+from scalectl.policies.target import learns, service_time
 from scalectl.policies.types import PolicyState
 from scalectl.tiers.config import TierSpec
 
@@ -59,8 +59,7 @@ def _measure(name: str, m: MeasureState, rules: ReactiveRules) -> dict[str, Any]
     prior = m.capacity.prior
     if prior is None:
         return None
-    learn = rules.learn_capacity and rules.capacity is None
-    cap = estimate(m.capacity, prior, rules.ttft_target) if learn else Capacity(prior, 1.0, "set; not learned")
+    cap = used(m.capacity, prior, rules.ttft_target, learn=learns(rules))
     err, last = m.sized.quantile(), m.sized.last
     return {
         # the sized forecast (the highest) for the horizon ahead, and the latest one that came due with what came

@@ -109,6 +109,11 @@ def observe(
     return CapacityState(prior, ready, since, waiting, now, bins)
 
 
+def used(state: CapacityState, prior: float, target: float, *, learn: bool) -> Capacity:
+    """What sizing divides by: the learned figure, or the prior as set when learning is off."""
+    return estimate(state, prior, target) if learn else Capacity(prior, 1.0, "set; not learned")
+
+
 def estimate(state: CapacityState, prior: float, target: float) -> Capacity:
     rows = sorted((i, g, b, s) for i, (g, b, s) in state.bins.items() if g + b >= MIN_WEIGHT)
     if state.prior != prior:

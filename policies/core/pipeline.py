@@ -226,10 +226,7 @@ def _measure(
         target=inputs.ttft_target_s,
         waiting=reading.backlog,
     )
-    if inputs.learn:
-        cap = capacity.estimate(cap_state, reading.prior, inputs.ttft_target_s)
-    else:
-        cap = capacity.Capacity(reading.prior, 1.0, "set; not learned")
+    cap = capacity.used(cap_state, reading.prior, inputs.ttft_target_s, learn=inputs.learn)
     if reading.prior_how:
         cap = capacity.Capacity(cap.per_instance, cap.ratio, f"{cap.how}; prior {reading.prior_how}")
     before = m.capacity.waiting
