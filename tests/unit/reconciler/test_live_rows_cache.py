@@ -59,14 +59,21 @@ def test_the_kept_rows_read_what_a_fresh_query_reads(sole_writer: bool) -> None:
     assert _live(store, {"web"}) == []
 
 
-def test_a_sole_writer_reads_the_rows_once_until_they_change() -> None:
-    store = _store(sole_writer=True)
+def _instance_selects(store: Store) -> list[str]:
+    """The SELECTs on the instances table the store runs from now on (filled as they run)."""
     selects: list[str] = []
 
     @event.listens_for(store.engine, "before_cursor_execute")
     def _seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
         if statement.lstrip().upper().startswith("SELECT") and "FROM instances" in statement:
             selects.append(statement)
+
+    return selects
+
+
+def test_a_sole_writer_reads_the_rows_once_until_they_change() -> None:
+    store = _store(sole_writer=True)
+    selects = _instance_selects(store)
 
     with store.unit_of_work() as uow:
         uow.instances.add(_intent("a"))
@@ -85,12 +92,7 @@ def test_a_sole_writer_reads_the_rows_once_until_they_change() -> None:
 @pytest.mark.parametrize("sole_writer", [True, False])
 def test_held_ids_read_what_is_stored_and_a_sole_writer_reads_them_from_the_kept_rows(sole_writer: bool) -> None:
     store = _store(sole_writer=sole_writer)
-    selects: list[str] = []
-
-    @event.listens_for(store.engine, "before_cursor_execute")
-    def _seen(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        if statement.lstrip().upper().startswith("SELECT") and "FROM instances" in statement:
-            selects.append(statement)
+    selects = _instance_selects(store)
 
     with store.unit_of_work() as uow:
         for key in ("a", "b", "c"):
