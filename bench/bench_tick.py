@@ -37,7 +37,7 @@ def tiers_yaml(per_tier: int) -> str:
             "    providers: [simulated]",
             f"    min: {per_tier}",
             f"    max: {per_tier * 2}",
-            f"    policy: {{kind: min-floor, mode: thresholds, floor: {per_tier}, in_flight_per_instance: 100}}",
+            f"    policy: {{kind: min-floor, floor: {per_tier}, capacity: 100}}",
         ]
     return "\n".join(lines) + "\n"
 

@@ -160,7 +160,7 @@ def run_backtest(
         current = row.current if row.current is not None else run.current
         if current is None:
             current = run.spec.min
-        inp = PolicyInput(row.t, row.signals, current, run.state, runner.seasonal(row.tier, run.spec, row.t))
+        inp = PolicyInput(row.t, row.signals, current, run.state)
         decision = runner.decide(row.tier, run.spec, inp, run.bounds)
         run.state, run.current, run.last_t, run.last_line = decision.state, decision.desired, row.t, lineno
         out.append({"t": row.t, "tier": row.tier, "desired": decision.desired, "reason": decision.reason})

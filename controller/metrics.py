@@ -51,7 +51,7 @@ SIGNAL_METRIC_NAMES = {
 # The TTFT the policy holds (the quantile its ``ttft_quantile`` names), exported as one more signal so a dashboard
 # plots it against ``ttft_max_seconds`` without knowing which quantile a tier chose.
 TTFT_HELD = "ttft_held_seconds"
-TARGETS = ("queue_per_instance", "in_flight_per_instance", "ttft_max_seconds", "ttft_quantile", "ttft_p95_max_seconds")
+TARGETS = ("queue_per_instance", "ttft_max_seconds", "ttft_quantile", "ttft_p95_max_seconds")
 INSTANCE_STATES = tuple(s.value for s in InstanceState if s.is_live)  # the label values of live instances
 DECISION_OUTCOMES = ("scale_out", "scale_in", "hold", "hold_unknown_signals")
 # Instance and tier events the reconciler records (store `events.kind`), counted as they are written.

@@ -42,7 +42,6 @@ def policy_targets(spec: TierSpec) -> dict[str, float]:
     ttft_max = _either(rules, spec.policy, "ttft_max", "ttft_p95_max")
     found = {
         "queue_per_instance": getattr(rules, "queue_per_instance", None),
-        "in_flight_per_instance": getattr(rules, "in_flight_per_instance", None),
         "ttft_max_seconds": ttft_max,
         "ttft_quantile": _either(rules, spec.policy, "ttft_quantile") if ttft_max is not None else None,
         "ttft_p95_max_seconds": ttft_max,  # the name before ttft_max; kept one release for existing dashboards

@@ -1,32 +1,23 @@
-"""Predictive policy: pre-scale for known busy windows and for demand seen one period ago.
+"""Predictive policy: pre-scale for known busy windows.
 
-desired = max(schedule, forecast, reactive):
+desired = max(schedule, reactive):
 
 - schedule: each window covering now (from ``lead_time`` before its start until its end) asks
   ceil(instances × (1 + headroom)). A window opened ahead of its start stays open until it starts.
-- reactive, ``mode: target`` (the default): the decision core (policies/target.py) with floor 0 (the tier
-  ``min`` is applied by clamp). It forecasts the tier's own daily and weekly seasons and recurring periods
-  from its history, so ``forecast:`` adds nothing to it.
-- ``mode: thresholds``: the threshold rules, and a forecast: predicted = the peak demand (instances the
-  rules asked for) recorded one period ago over [now − period, now − period + lead_time + horizon], the
-  highest over the configured periods; it asks ceil(predicted × (1 + headroom)).
+- reactive: the decision core (policies/target.py) with floor 0 (the tier ``min`` is applied by clamp). It
+  forecasts the tier's own daily and weekly seasons and recurring periods from its history; its
+  stabilisation window and the max() scale in once a window ends.
 
 ``lead_time`` unset: the tier's measured create→ready time (``PolicyInput.boot_time``), 5 minutes until
 a launch has been measured.
-
-With ``mode: thresholds``, while the plan (schedule/forecast) holds the count at or above current, the
-reactive scale-in clock is stopped; once the plan drops, the reactive rules take over and scale in after
-``scale_in_after`` of low load (and ``cooldown`` since the last change). Target tracking needs no such
-coupling: its stabilisation window and the max() do the same.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from scalectl.policies import min_floor
 from scalectl.policies import target as target_mode
-from scalectl.policies.common import ceil_count, dur, num
+from scalectl.policies.common import ceil_count, dur
 from scalectl.policies.schedule import active_window
 from scalectl.policies.spec import PredictivePolicy
 from scalectl.policies.types import Decision, PolicyInput
@@ -75,42 +66,11 @@ def _with_opened(decision: Decision, start: float | None) -> Decision:
     return replace(decision, state=replace(decision.state, learned=learned))
 
 
-def _forecast_ask(spec: PredictivePolicy, inp: PolicyInput) -> tuple[int, str | None]:
-    if spec.forecast is None:
-        return 0, None
-    seen = [(inp.history.by_period[p], p) for p in spec.forecast.periods if p in inp.history.by_period]
-    if not seen:
-        return 0, "forecast: no demand recorded one period ago yet"
-    predicted, period = max(seen)
-    factor = 1 + spec.headroom
-    ask = ceil_count(predicted * factor)
-    return ask, f"forecast: peak {num(predicted)} {dur(period)} ago × {factor:g} = {ask}"
-
-
-def _decide_core(spec: PredictivePolicy, inp: PolicyInput, lead: float) -> Decision:
-    """The schedule beside the decision core, which forecasts the tier's own seasons and periods."""
-    plan, schedule_text, opened = _schedule_ask(spec, inp, lead)
-    reactive = target_mode.evaluate(spec.reactive, 0, inp)
-    plan_texts = [schedule_text or "no schedule window now"]
-    desired = max(plan, reactive.desired)
-    basis = reactive.reason.rsplit(" → ", 1)[0]
-    reason = f"{'; '.join(plan_texts)}; reactive {reactive.desired}: {basis} → {desired}"
-    return _with_opened(Decision(desired, reason, reactive.state, reactive.demand), opened)
-
-
 def decide(spec: PredictivePolicy, inp: PolicyInput) -> Decision:
-    lead = lead_time_of(spec, inp.boot_time)
-    if spec.reactive.mode == "target":
-        return _decide_core(spec, inp, lead)
-    scheduled, schedule_text, opened = _schedule_ask(spec, inp, lead)
-    forecast, forecast_text = _forecast_ask(spec, inp)
-    plan = max(scheduled, forecast)
-    plan_texts = [t for t in (schedule_text, forecast_text) if t]
-    holding = plan > 0 and plan >= inp.current
-    reactive = min_floor.evaluate(spec.reactive, 0, inp, scale_in_blocked_by="; ".join(plan_texts) if holding else None)
+    """The schedule beside the decision core, which forecasts the tier's own seasons and periods."""
+    plan, schedule_text, opened = _schedule_ask(spec, inp, lead_time_of(spec, inp.boot_time))
+    reactive = target_mode.evaluate(spec.reactive, 0, inp)
     desired = max(plan, reactive.desired)
-    if not plan_texts:
-        plan_texts.append("no schedule window or forecast now")
     basis = reactive.reason.rsplit(" → ", 1)[0]
-    reason = f"{'; '.join(plan_texts)}; reactive {reactive.desired}: {basis} → {desired}"
+    reason = f"{schedule_text or 'no schedule window now'}; reactive {reactive.desired}: {basis} → {desired}"
     return _with_opened(Decision(desired, reason, reactive.state, reactive.demand), opened)

@@ -1,7 +1,7 @@
 """The policy kinds, in one place: each kind's spec class, how it decides, and what it keeps between ticks.
 
-The engine dispatches through this table, configuration errors name the kinds from it, and the policy
-runner asks it which tiers keep a demand history — so a new kind is one entry here (and its spec in
+The engine dispatches through this table and configuration errors name the kinds from it — so a new kind is
+one entry here (and its spec in
 policies/spec.py's ``PolicySpec`` union), not an edit in every module that lists kinds.
 """
 
@@ -17,7 +17,6 @@ from scalectl.policies.spec import (
     MinFloorPolicy,
     PredictivePolicy,
     ScaleToZeroPolicy,
-    SeasonalForecast,
 )
 from scalectl.policies.types import Decision, PolicyInput
 
@@ -28,8 +27,6 @@ class PolicyKind:
     spec: type[Any]
     # Built-in kinds decide from (spec, input); an external kind needs its loaded object (policies.external).
     decide: Callable[[Any, PolicyInput], Decision] | None
-    # The seasonal forecast a spec asks for (its demand is then recorded), None when it forecasts nothing.
-    forecast: Callable[[Any], SeasonalForecast | None] = lambda _spec: None
 
     @property
     def external(self) -> bool:
@@ -41,7 +38,7 @@ KINDS: dict[str, PolicyKind] = {
     for kind in (
         PolicyKind("min-floor", MinFloorPolicy, min_floor.decide),
         PolicyKind("scale-to-zero", ScaleToZeroPolicy, scale_to_zero.decide),
-        PolicyKind("predictive", PredictivePolicy, predictive.decide, lambda spec: spec.forecast),
+        PolicyKind("predictive", PredictivePolicy, predictive.decide),
         PolicyKind("external", ExternalPolicy, None),
     )
 }
@@ -52,8 +49,3 @@ def kind_of(spec: Any) -> PolicyKind:
     if kind is None or not isinstance(spec, kind.spec):
         raise TypeError(f"unknown policy spec {type(spec).__name__}")
     return kind
-
-
-def forecast_of(spec: Any) -> SeasonalForecast | None:
-    """The seasonal forecast a policy spec asks for, whatever its kind."""
-    return kind_of(spec).forecast(spec)

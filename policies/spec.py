@@ -6,7 +6,7 @@ import logging
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from scalectl.policies.durations import Duration
 from scalectl.policies.tunable import tunable
@@ -16,30 +16,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
-# Settings that only the threshold rules read: set with `mode: target` they would be ignored, so they are refused.
-THRESHOLD_ONLY = (
-    "queue_per_instance",
-    "scale_out_after",
-    "scale_in_after",
-    "cooldown",
-    "in_flight_per_instance",
-    "scale_in_step",
-    "ttft_scale_out_step",
-)
-# Validation context key: the data is the canonical stored JSON of a tier (every field written out).
-CANONICAL = "canonical"
-# Fields only target tracking reads (`mode: target`, the default).
-TARGET_ONLY = frozenset(
-    {
-        "capacity",
-        "learn_capacity",
-        "stabilization",
-        "idle_after",
-        "scale_in_max_fraction",
-        "scale_in_period",
-        "ttft_quantile",
-    }
-)
 TTFT_QUANTILES = (0.95, 0.99)  # the TTFT quantiles a tier's signals carry (p95, p99)
 DEFAULT_TTFT_TARGET_S = 0.5  # user-facing agents: TTFT p95 < 500 ms
 
@@ -51,7 +27,25 @@ RETIRED = {
     "tolerance": "the dead band is the scale-in window's highest need and each forecast's measured error",
     "stabilization_max": "recurring bursts are predicted from the tier's history; `stabilization` is the window",
     "hedge_launches": "the core sizes the need at the boot horizon instead of hedging launches",
+    # `mode: thresholds` (the queue/TTFT threshold rules) and its settings: the decision core replaced them.
+    **dict.fromkeys(
+        (
+            "queue_per_instance",
+            "scale_out_after",
+            "scale_in_after",
+            "cooldown",
+            "in_flight_per_instance",
+            "scale_in_step",
+            "ttft_scale_out_step",
+        ),
+        "a setting of the retired `mode: thresholds`; the decision core sizes from load and capacity per "
+        "instance (set `capacity` to the work in flight one instance serves where no engine model gives it)",
+    ),
 }
+MODE_RETIRED = (
+    "`mode: thresholds` was retired: the decision core replaced the threshold rules (docs/decision-core.md); "
+    "remove `mode` and the threshold settings"
+)
 # Old setting name -> new one. The old name is still read, with one warning per process.
 RENAMED = {"ttft_p95_max": "ttft_max"}
 _warned: set[str] = set()
@@ -63,6 +57,10 @@ def renamed_settings(data: Any) -> Any:
     setting is a ValueError that says what replaced it."""
     if not isinstance(data, dict):
         return data
+    if "mode" in data:
+        if data["mode"] != "target":
+            raise ValueError(MODE_RETIRED)
+        data = {k: v for k, v in data.items() if k != "mode"}  # the one mode left: saying so changes nothing
     retired = sorted(RETIRED.keys() & data.keys())
     if retired:
         why = "; ".join(f"{name}: {RETIRED[name]}" for name in retired)
@@ -84,18 +82,16 @@ def renamed_settings(data: Any) -> Any:
 
 
 class ReactiveRules(_Strict):
-    """The reactive rules without a floor of their own (the tier's ``min`` is the floor). They are the
-    reactive part of the predictive policy, and the body of the min-floor policy.
+    """The decision core's settings without a floor of their own (the tier's ``min`` is the floor): the
+    reactive part of the predictive policy, and the body of the min-floor policy."""
 
-    ``mode: target`` (the default) tracks load against capacity per instance at the SLO; ``mode:
-    thresholds`` keeps the queue/TTFT threshold rules (see docs/policies.md)."""
-
-    mode: Literal["target", "thresholds"] = "target"
-    # -- target tracking ----------------------------------------------------------------------------
     # Load one instance carries at the TTFT target (requests in flight: running + waiting). None: the prior
     # from the KV-cache math (`scalectl plan`), refined from the fleet's own TTFT-vs-load observations.
     capacity: float | None = Field(None, gt=0)
     learn_capacity: bool = True
+    # The TTFT SLO: the ``ttft_quantile`` (p99 by default) held within it (default 500ms). Formerly
+    # ``ttft_p95_max`` (still read, deprecated).
+    ttft_max: Duration | None = None
     stabilization: Duration = Field(
         300.0, json_schema_extra=tunable(60, 900, step=30)
     )  # scale in only to the highest need over this window
@@ -123,56 +119,14 @@ class ReactiveRules(_Strict):
             raise ValueError(f"must be one of {', '.join(f'{q:g}' for q in TTFT_QUANTILES)} (got {value:g})")
         return value
 
-    # -- both modes -----------------------------------------------------------------------------------
-    # The TTFT SLO. Target mode: the ``ttft_quantile`` (p99 by default) held within it (default 500ms);
-    # thresholds mode: a scale-out rule on the TTFT p95. Formerly ``ttft_p95_max`` (still read, deprecated).
-    ttft_max: Duration | None = None
-    # -- thresholds ------------------------------------------------------------------------------------
-    queue_per_instance: float = Field(10, gt=0, json_schema_extra=tunable(1, 500, log=True))
-    scale_out_after: Duration = Field(60.0, json_schema_extra=tunable(0, 300, step=5))
-    scale_in_after: Duration = Field(300.0, json_schema_extra=tunable(60, 1800, step=30))
-    cooldown: Duration = Field(300.0, json_schema_extra=tunable(0, 1800, step=30))
-    # Concurrent requests one instance serves within the latency target (e.g. from `scalectl plan`).
-    # When set, scale-in keeps enough instances for the work in flight; when not, scale-in steps down.
-    in_flight_per_instance: float | None = Field(None, gt=0, json_schema_extra=tunable(4, 512, log=True))
-    scale_in_step: int | None = Field(
-        None, ge=1, json_schema_extra=tunable(1, 8)
-    )  # most instances removed at once (None: 1, or any with the above)
-    # A TTFT breach adds this share of the fleet (at least one instance), once per boot: the step that
-    # meets a +30% spike in one round instead of one instance per provisioning delay.
-    ttft_scale_out_step: float = Field(0.2, ge=0, le=2, json_schema_extra=tunable(0, 1, step=0.05))
-
-    @model_validator(mode="after")
-    def _settings_match_mode(self, info: ValidationInfo) -> ReactiveRules:
-        if self.mode == "target":
-            # Written is refused whatever its value: a setting the mode never reads is a silent mistake. The
-            # canonical stored form (CANONICAL) carries every field: there only a changed value is one.
-            fields = type(self).model_fields
-            if info.context and info.context.get(CANONICAL):
-                stray = [name for name in THRESHOLD_ONLY if getattr(self, name) != fields[name].default]
-            else:
-                stray = [name for name in THRESHOLD_ONLY if name in self.model_fields_set]
-            if stray:
-                raise ValueError(
-                    f"{', '.join(stray)} only apply to `mode: thresholds`; add `mode: thresholds` to keep the "
-                    f"threshold rules, or remove {'them' if len(stray) > 1 else 'it'} (the default `mode: target` "
-                    f"sizes the fleet from load and capacity per instance)"
-                )
-        return self
-
-    @property
-    def ignored(self) -> frozenset[str]:
-        """The fields this mode never reads (left out of dumps a file could be applied from)."""
-        return TARGET_ONLY if self.mode == "thresholds" else frozenset(THRESHOLD_ONLY)
-
     @property
     def ttft_target(self) -> float:
-        """The TTFT the tier's ``ttft_quantile`` is held to (target mode): ``ttft_max``, else 500 ms."""
+        """The TTFT the tier's ``ttft_quantile`` is held to: ``ttft_max``, else 500 ms."""
         return self.ttft_max if self.ttft_max is not None else DEFAULT_TTFT_TARGET_S
 
 
 class MinFloorPolicy(ReactiveRules):
-    """User-facing tiers: a warm floor, scale out on queue per instance or TTFT p95, slow scale-in."""
+    """User-facing tiers: a warm floor, the decision core above it."""
 
     kind: Literal["min-floor"]
     floor: int = Field(1, ge=0)
@@ -234,14 +188,6 @@ class ScheduleWindow(_Strict):
     _timezone_exists = field_validator("timezone")(iana_timezone)
 
 
-class SeasonalForecast(_Strict):
-    """Forecast from recorded demand one period ago (yesterday, last week): peak of the next horizon."""
-
-    mode: Literal["seasonal"] = "seasonal"
-    periods: list[Duration] = Field(default_factory=lambda: [86400.0, 604800.0])
-    horizon: Duration = 900.0
-
-
 class PredictivePolicy(_Strict):
     kind: Literal["predictive"]
     headroom: float = Field(0.30, ge=0, le=10, json_schema_extra=tunable(0, 1, step=0.05))
@@ -249,19 +195,25 @@ class PredictivePolicy(_Strict):
     # recent launches), 5 minutes until it has launched anything.
     lead_time: Duration | None = Field(None, json_schema_extra=tunable(60, 1800, step=30))
     schedule: list[ScheduleWindow] = Field(default_factory=list)
-    forecast: SeasonalForecast | None = None
     reactive: ReactiveRules = Field(default_factory=lambda: ReactiveRules.model_validate({}))
 
-    @model_validator(mode="after")
-    def _has_a_source(self) -> PredictivePolicy:
-        if self.forecast is not None and self.reactive.mode == "target":
+    @model_validator(mode="before")
+    @classmethod
+    def _forecast_retired(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "forecast" in data:
             raise ValueError(
-                "`forecast` applies to `reactive: {mode: thresholds}` only: in target mode (the default) the "
-                "decision core forecasts the tier's daily and weekly seasons and its recurring bursts from its own "
-                "history; remove `forecast`"
+                "`forecast` was retired with `mode: thresholds`: the decision core forecasts the tier's daily and "
+                "weekly seasons and its recurring bursts from its own history; remove `forecast`"
             )
-        if not self.schedule and self.forecast is None:
-            raise ValueError("a predictive policy needs a `schedule` list (or, with `mode: thresholds`, a `forecast`)")
+        return data
+
+    @model_validator(mode="after")
+    def _has_a_schedule(self) -> PredictivePolicy:
+        if not self.schedule:
+            raise ValueError(
+                "a predictive policy needs a `schedule` list (without one, use `kind: min-floor`: the decision core "
+                "forecasts the tier's seasons itself)"
+            )
         return self
 
 
@@ -284,13 +236,3 @@ PolicySpec = Annotated[
     MinFloorPolicy | ScaleToZeroPolicy | PredictivePolicy | ExternalPolicy,
     Field(discriminator="kind"),
 ]
-
-
-def without_ignored(policy: Any, dumped: dict[str, Any]) -> dict[str, Any]:
-    """A policy's dump (every field) less the fields its mode never reads, at any depth (predictive's
-    ``reactive``): what `scalectl get` prints must apply back, and a threshold field in target mode is refused."""
-    if isinstance(policy, ReactiveRules):
-        dumped = {k: v for k, v in dumped.items() if k not in policy.ignored}
-    if isinstance(policy, PredictivePolicy) and isinstance(dumped.get("reactive"), dict):
-        dumped = {**dumped, "reactive": without_ignored(policy.reactive, dumped["reactive"])}
-    return dumped

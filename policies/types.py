@@ -53,10 +53,6 @@ class PolicyState:
     last_change: float | None = None
     last_desired: int | None = None
     peaks: Mapping[str, float] = field(default_factory=dict)
-    # Target tracking: (time, instances needed) of the stabilisation window, as a sliding-window maximum
-    # (each entry's need exceeds every later one's), so the highest need over the window is the first
-    # entry inside it and the list stays short.
-    needs: tuple[tuple[float, float], ...] = ()
     # Learned figures that must survive restarts (capacity observations per load bin, launch times, …).
     learned: Mapping[str, float] = field(default_factory=dict)
     # The decision core's memory (target mode): history bins, forecast errors, learned capacity, its window.
@@ -69,7 +65,6 @@ class PolicyState:
             "last_change": self.last_change,
             "last_desired": self.last_desired,
             "peaks": dict(self.peaks),
-            "needs": [list(entry) for entry in self.needs],
             "learned": dict(self.learned),
         }
 
@@ -82,7 +77,6 @@ class PolicyState:
             last_change=data.get("last_change"),
             last_desired=data.get("last_desired"),
             peaks={str(k): float(v) for k, v in (data.get("peaks") or {}).items()},
-            needs=tuple((float(t), float(n)) for t, n in (data.get("needs") or [])),
             learned={str(k): float(v) for k, v in (data.get("learned") or {}).items()},
             core=CoreState.from_dict(data["core"]) if data.get("core") else None,
         )
@@ -120,24 +114,11 @@ class PolicyState:
 
 
 @dataclass(frozen=True, slots=True)
-class SeasonalHistory:
-    """Recorded demand one period ago, for forecast mode: the tier's load (requests in flight) under target
-    tracking, the instances the rules asked for under `mode: thresholds`.
-
-    ``by_period`` maps a period in seconds (86400, 604800) to the peak demand recorded in the window
-    [now - period, now - period + lead_time + horizon]; a missing key means no record for that period.
-    """
-
-    by_period: Mapping[float, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
 class PolicyInput:
     now: float  # epoch seconds, from the injected clock
     signals: Signals
     current: int  # instances counted toward the tier (provisioning + bootstrapping + ready)
     state: PolicyState
-    history: SeasonalHistory = field(default_factory=SeasonalHistory)
     booting: int = 0  # of ``current``, instances not serving yet (their capacity is on its way)
     # Load one instance carries at the TTFT target before anything is learned (KV-cache math, `scalectl
     # plan`); None when the tier has no serving model to size (then the policy's own figures decide).
@@ -154,8 +135,7 @@ class Decision:
     desired: int
     reason: str
     state: PolicyState
-    # Recorded; feeds seasonal forecasts. Target tracking: the load (requests in flight); thresholds: the
-    # instances the load alone asks for.
+    # Recorded with the decision (the request rate the policy saw, for the dashboards and the shadow report).
     demand: float | None = None
 
 

@@ -28,8 +28,8 @@ LEARNED_SAVE_EVERY = 30.0
 
 
 def _decisive(state: PolicyState, desired: int) -> tuple[object, ...]:
-    """What a restart must find as it was: the count, the conditions' timers, the window's needs."""
-    return desired, state.since, state.last_change, state.last_desired, state.peaks, [n for _, n in state.needs]
+    """What a restart must find as it was: the count and the conditions' timers."""
+    return desired, state.since, state.last_change, state.last_desired, state.peaks
 
 
 @dataclass(frozen=True)
@@ -53,9 +53,9 @@ class DecidePhase:
 
     def follow(self, tiers: Mapping[str, TierSpec], now: float) -> tuple[set[str], set[str]]:
         """The tiers this phase decides for, every tick. A tier new to it (the first tick, a tier applied,
-        or one taken over from another daemon) resumes from the store: its policy state and its demand
-        history as far back as its forecast looks. A tier it no longer decides for is forgotten, so taking
-        it back later resumes from what its other owner stored meanwhile. Returns (new, gone) tier names."""
+        or one taken over from another daemon) resumes its policy state from the store. A tier it no longer
+        decides for is forgotten, so taking it back later resumes from what its other owner stored meanwhile.
+        Returns (new, gone) tier names."""
         new = {name: tiers[name] for name in tiers if name not in self._following}
         gone = self._following - set(tiers)
         for name in gone:
@@ -68,9 +68,6 @@ class DecidePhase:
         stored = self.store.policy.states()
         self._states.update({name: stored[name] for name in new if name in stored})
         self._saved.update({name: (*stored[name], now) for name in new if name in stored})
-        reach = self.policy.history_reach(new)
-        if reach > 0:
-            self.policy.seed_history(self.store.policy.demand_samples(now - reach), new)
         return set(new), gone
 
     async def read_signals(
@@ -113,7 +110,7 @@ class DecidePhase:
             # The policy's clock is the reading's: the arrivals it counts ran to the read, and a tick whose
             # reads took longer than the last one's (a slow scrape) would read as a burst on the tick's clock.
             at = reading.read_at
-            inp = PolicyInput(at, reading.signals, current, state, self.policy.seasonal(name, tier, at), booting)
+            inp = PolicyInput(at, reading.signals, current, state, booting=booting)
             bounds = replace(bounds_for(tier), price_per_instance_hour=price)
             decision = self.policy.decide(name, tier, inp, bounds)
             desired, reason, new_state, demand = decision.desired, decision.reason, decision.state, decision.demand

@@ -53,6 +53,24 @@ def _parse_version(version: ConfigVersion | None) -> FleetConfig | None:
     return None if version is None else parse_stored(version.text, version.version)
 
 
+def _stored_tiers(version: ConfigVersion | None) -> dict[str, dict[str, Any]]:
+    """A stored version's tiers in canonical form, to diff a new version against. One written under settings
+    this release refuses (a retired setting) reads as its tier names alone, so each shows as changed and a
+    corrected file can be applied over it (the daemon refuses to run such a version, and says to apply one)."""
+    import yaml
+
+    from scalectl.tiers.errors import ConfigError
+
+    try:
+        before = _parse_version(version)
+    except ConfigError:
+        assert version is not None
+        document = yaml.safe_load(version.text)
+        tiers = document.get("tiers") if isinstance(document, dict) else None
+        return {str(name): {} for name in tiers or {}} if isinstance(tiers, dict) else {}
+    return {n: tier_spec_json(t) for n, t in before.tiers.items()} if before is not None else {}
+
+
 class ConfigStore:
     """Applied configuration versions. ``sole_writer``: nothing else writes the database (the simulator), so
     the parsed configuration is kept until this object applies another."""
@@ -106,6 +124,13 @@ class ConfigStore:
         """The active tiers in their canonical JSON form (what `diff` and `get tiers` show)."""
         return {name: tier_spec_json(spec) for name, spec in self.active_tiers().items()}
 
+    def diff_base(self) -> dict[str, dict[str, Any]]:
+        """What a new file is compared with (`diff`, `apply`): the latest version's tiers, canonical; a version
+        this release refuses reads as its tier names alone (``_stored_tiers``)."""
+        with self.sessions() as s:
+            latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()
+            return _stored_tiers(latest)
+
     def version(self) -> int | None:
         with self.engine.connect() as conn:  # a plain read, no ORM session: the reconciler asks every tick
             version: int | None = conn.scalar(_latest_version_query())
@@ -118,8 +143,7 @@ class ConfigStore:
         self._cache = None
         with self.sessions.begin() as s:
             latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()
-            before = _parse_version(latest)
-            current = {n: tier_spec_json(t) for n, t in before.tiers.items()} if before is not None else {}
+            current = _stored_tiers(latest)
             changes = diff_config(current, fleet)
             same_text = latest is not None and latest.digest == config_digest(text)
             if same_text or (

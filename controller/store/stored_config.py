@@ -19,8 +19,5 @@ def parse_stored(text: str, version: int) -> FleetConfig:
 
 def tier_spec_json(spec: TierSpec) -> dict[str, Any]:
     """The canonical stored form of a tier (also what `diff` compares)."""
-    from scalectl.policies.spec import without_ignored
-
     data: dict[str, Any] = json.loads(spec.model_dump_json(by_alias=True))
-    data["policy"] = without_ignored(spec.policy, data["policy"])
     return data

@@ -19,12 +19,9 @@ UNITS = {"requests": "req/s", "tokens": "tokens/s", "in flight": "in flight"}
 
 
 def tracking_rules(tier: TierSpec) -> ReactiveRules | None:
-    """The target-tracking rules of a tier's policy (min-floor, or predictive's reactive part), else None."""
-    policy = tier.policy
-    rules = getattr(policy, "reactive", policy)
-    if isinstance(rules, ReactiveRules) and rules.mode == "target":
-        return rules
-    return None
+    """The decision core's settings of a tier's policy (min-floor, or predictive's reactive part), else None."""
+    rules = getattr(tier.policy, "reactive", tier.policy)
+    return rules if isinstance(rules, ReactiveRules) else None
 
 
 def learned_capacity(tier: TierSpec, state: PolicyState) -> dict[str, Any] | None:

@@ -28,7 +28,6 @@ def _names_a_source(spec: dict[str, Any]) -> bool:
 
 def describe_tier(store: Store, name: str, now: float, *, decisions: int = 10) -> dict[str, Any]:
     """The document for one tier at ``now`` (the daemon's world time). Raises ``UnknownTier``."""
-    from scalectl.policies.spec import CANONICAL
     from scalectl.tiers.config import TierSpec  # the tiers-file models: describe only
 
     specs = store.config.tier_specs()
@@ -37,7 +36,7 @@ def describe_tier(store: Store, name: str, now: float, *, decisions: int = 10) -
     recent = store.records.decisions(name, limit=decisions)
     status = next((r for r in fleet_status(store.reads, now) if r["tier"] == name), {})
     state = store.policy.states().get(name, (PolicyState(), None))[0]
-    tier_spec = TierSpec.model_validate(specs[name], context={CANONICAL: True})
+    tier_spec = TierSpec.model_validate(specs[name])
     last = recent[-1] if recent else None
     signals = dict(last.signals) if last else {}
     errors = signals.pop("errors", {})

@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
 
         with user_errors():
             filename, fleet, _, store = _checked(file, filename_)
-            changes = diff_config(store.config.tier_specs(), fleet)
+            changes = diff_config(store.config.diff_base(), fleet)
         changed = [c for c in changes if c.change != "unchanged"]
         if output is Format.table:
             if not changed:
@@ -129,15 +129,11 @@ def register(app: typer.Typer) -> None:
 
 
 def _stored_document(version: int | None, fleet: FleetConfig | None) -> dict[str, Any]:
-    """The stored configuration as a tiers file `apply -f` takes back (every field its mode reads, defaults included;
+    """The stored configuration as a tiers file `apply -f` takes back (every field, defaults included;
     ``version`` is read-only and ignored by apply; secrets are masked by ``emit``)."""
     if fleet is None:
         return {"version": version, "tiers": {}}
-    from scalectl.policies.spec import without_ignored
-
     document: dict[str, Any] = json.loads(fleet.model_dump_json(by_alias=True, exclude_none=False))
-    for name, tier in fleet.tiers.items():  # the fields a policy's mode never reads would be refused back
-        document["tiers"][name]["policy"] = without_ignored(tier.policy, document["tiers"][name]["policy"])
     if not document.get("providers"):
         document.pop("providers", None)
     if document.get("budget_per_hour") is None:

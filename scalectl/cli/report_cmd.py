@@ -37,7 +37,6 @@ def register(app: typer.Typer) -> None:
         from scalectl.clocks import SystemClock
         from scalectl.controller.store.world_clock import world_now
         from scalectl.controller.views.shadow_report import REPORT_COLUMNS, shadow_report
-        from scalectl.policies.spec import CANONICAL
         from scalectl.tiers.config import TierSpec
 
         window = option_duration(since, "--since")
@@ -46,10 +45,7 @@ def register(app: typer.Typer) -> None:
             specs = store.config.tier_specs()
             counts = _counts(current, set(specs))
             now = world_now(store, SystemClock().now())
-            canonical = {CANONICAL: True}
-            prices = {
-                n: TierSpec.model_validate(s, context=canonical).catalogue_price_per_hour() for n, s in specs.items()
-            }
+            prices = {n: TierSpec.model_validate(s).catalogue_price_per_hour() for n, s in specs.items()}
             steps = {
                 n: [(d.t, d.desired) for d in store.records.decisions(n, limit=DECISIONS_READ, since=now - window)]
                 for n in specs

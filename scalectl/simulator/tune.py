@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from scalectl.policies.spec import PolicySpec, ReactiveRules
+from scalectl.policies.spec import PolicySpec
 from scalectl.policies.tunable import TuneRange, tune_range
 from scalectl.simulator.controller_run import Checkpoint, RunOptions, RunStopped, simulate
 from scalectl.simulator.worker_process import exit_with_parent
@@ -42,7 +42,7 @@ class TuneInputError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Param:
-    name: str  # dotted path inside the policy block, e.g. "reactive.scale_in_after"
+    name: str  # dotted path inside the policy block, e.g. "reactive.stabilization"
     range: TuneRange
     integer: bool
 
@@ -117,28 +117,18 @@ def _is_integer(annotation: Any) -> bool:
     return int in args or annotation is int
 
 
-def search_space(model: type[BaseModel], prefix: str = "", policy: BaseModel | None = None) -> list[Param]:
-    """Every field of ``model`` with a declared tune range (recursing into nested models). Given the tier's
-    ``policy``, fields its mode ignores are left out (`mode: thresholds` vs target tracking): setting a
-    threshold-only field in target mode is a configuration error, and a field nobody reads wastes trials."""
+def search_space(model: type[BaseModel], prefix: str = "") -> list[Param]:
+    """Every field of ``model`` with a declared tune range (recursing into nested models)."""
     params: list[Param] = []
-    ignored = _ignored_by_mode(policy)
     for name, info in model.model_fields.items():
-        if name in ignored:
-            continue
         nested = _nested_model(info.annotation)
         if nested is not None:
-            inner = getattr(policy, name, None) if policy is not None else None
-            params.extend(search_space(nested, f"{prefix}{name}.", inner if isinstance(inner, BaseModel) else None))
+            params.extend(search_space(nested, f"{prefix}{name}."))
             continue
         declared = tune_range(info.json_schema_extra)
         if declared is not None:
             params.append(Param(f"{prefix}{name}", declared, _is_integer(info.annotation)))
     return params
-
-
-def _ignored_by_mode(policy: BaseModel | None) -> frozenset[str]:
-    return policy.ignored if isinstance(policy, ReactiveRules) else frozenset()
 
 
 def policy_with(base: Mapping[str, Any], params: Mapping[str, float | int]) -> dict[str, Any]:
@@ -298,7 +288,7 @@ def prepare(
     if tier not in config.tiers:
         raise TuneInputError(f'{source}: no tier "{tier}"; its tiers: {", ".join(config.tiers)}')
     policy = config.tiers[tier].policy
-    space = search_space(type(policy), policy=policy)
+    space = search_space(type(policy))
     if not space:
         raise TuneInputError(
             f'{source}: tier "{tier}": policy kind {policy.kind!r} has no tunable settings; '

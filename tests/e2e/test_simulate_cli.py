@@ -15,7 +15,7 @@ tiers:
     providers: [simulated]
     min: 1
     max: 4
-    policy: {kind: min-floor, mode: thresholds, floor: 1, ttft_max: 400ms, in_flight_per_instance: 50}
+    policy: {kind: min-floor, floor: 1, ttft_max: 400ms}
   jobs:
     capacity: spot
     fallback: on-demand

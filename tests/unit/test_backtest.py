@@ -32,7 +32,7 @@ tiers:
     providers: [simulated]
     min: 1
     max: 20
-    policy: {kind: min-floor, mode: thresholds, floor: 2, queue_per_instance: 10, scale_out_after: 60s}
+    policy: {kind: min-floor, floor: 2, capacity: 10}
 """
 
 
@@ -71,7 +71,7 @@ def test_tiers_interleave_with_their_own_state_and_start_at_min() -> None:
         "timeline.jsonl",
     )
     assert out[0]["desired"] == 2
-    assert out[0]["reason"] == "1 is below the floor 2 → 2"  # started at tier min 1
+    assert out[0]["reason"].endswith("1 is below the floor → 2")  # started at tier min 1
     assert out[1]["desired"] == 0
     assert out[2]["desired"] == 2
 
@@ -80,12 +80,16 @@ def test_current_can_be_overridden_per_line() -> None:
     out = run_backtest(
         config(),
         lines(
-            {"t": T0, "tier": "chat", "queue_depth": 100, "current": 3},
-            {"t": T0 + 60, "tier": "chat", "queue_depth": 100, "current": 3},
+            {"t": T0, "tier": "chat", "queue_depth": 100, "in_flight": 0, "current": 3},
+            {"t": T0 + 60, "tier": "chat", "queue_depth": 100, "in_flight": 0, "current": 3},
+            {"t": T0 + 120, "tier": "chat", "queue_depth": 0, "in_flight": 20, "current": 3},
         ),
         "timeline.jsonl",
     )
-    assert out[1]["reason"] == "queue 100 > 10 × 3 for 1m → 10"
+    assert out[0]["desired"] == 3  # the line's count (no rate yet: hold), not the tier min 1
+    # 100 in flight at 10 per instance, +25% while the forecast's error is unmeasured
+    assert out[1]["desired"] == 13 and "÷ 10 in flight per instance" in out[1]["reason"]
+    assert "→ hold 3" not in out[2]["reason"]  # the line's 3, below the 13 just asked: a scale-out
 
 
 def test_absent_and_null_fields_are_unknown_not_zero() -> None:
@@ -180,34 +184,6 @@ def test_budget_clamp_uses_catalogue_price_spot_for_spot_tiers() -> None:
 def test_gpu_count_multiplies_the_price() -> None:
     cfg = config(TIERS.replace("gpu: H100-SXM5-80GB", "gpu: H100-SXM5-80GB\n    gpu_count: 4"))
     assert tier_price_per_hour(cfg.tiers["chat"]) == pytest.approx(9.60)
-
-
-def test_forecast_uses_demand_recorded_one_period_earlier() -> None:
-    text = """
-tiers:
-  web:
-    capacity: on-demand
-    gpu: L40S
-    providers: [simulated]
-    min: 0
-    max: 40
-    policy:
-      kind: predictive
-      headroom: 0.5
-      lead_time: 0
-      forecast: {periods: [1h], horizon: 5m}
-      reactive: {mode: thresholds, queue_per_instance: 10, scale_out_after: 0s, scale_in_step: 100}
-"""
-    rows = [{"t": T0 + i * 60, "tier": "web", "queue_depth": 80 if i == 10 else 0} for i in range(90)]
-    out = run_backtest(config(text), lines(*rows), "timeline.jsonl")
-    # Minute 10 asked for 8. An hour later the window [now − 1h, now − 1h + 5m] reaches it at minute 65.
-    assert out[10]["desired"] == 8
-    assert out[64]["desired"] == 0
-    assert [row["desired"] for row in out[65:71]] == [12] * 6
-    assert "forecast: peak 8 1h ago × 1.5 = 12" in out[65]["reason"]
-    # then the reactive rules scale in after scale_in_after (5m) of low load
-    assert out[75]["desired"] == 12
-    assert out[-1]["desired"] == 0
 
 
 def test_external_tier_runs_the_user_class_and_bad_class_names_the_tier() -> None:

@@ -69,7 +69,7 @@ tiers:
     providers: [sph, vast, rp, lam, simulated]
     min: 0
     max: 4
-    policy: {{kind: min-floor, mode: thresholds, floor: 1, queue_per_instance: 10}}
+    policy: {{kind: min-floor, floor: 1}}
 """,
         encoding="utf-8",
     )

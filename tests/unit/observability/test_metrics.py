@@ -86,7 +86,8 @@ def test_series_exist_at_zero_before_anything_happens(store: Store) -> None:
     assert value(metrics, "scalectl_tier_budget_hourly_dollars", tier="orchestrator") == 40
     assert value(metrics, "scalectl_tier_budget_hourly_dollars", tier="support-daytime") is None  # no cap: absent
     assert value(metrics, "scalectl_tier_target", tier="orchestrator", target="ttft_p95_max_seconds") == 0.5
-    assert value(metrics, "scalectl_tier_target", tier="support-daytime", target="queue_per_instance") == 10
+    assert value(metrics, "scalectl_tier_target", tier="research", target="queue_per_instance") == 20
+    assert value(metrics, "scalectl_tier_target", tier="support-daytime", target="queue_per_instance") is None
     assert any(name == "process_cpu_seconds_total" for name, _ in samples(metrics))
 
 

@@ -9,7 +9,7 @@ from pydantic import TypeAdapter
 from scalectl.policies.engine import decide
 from scalectl.policies.external import ExternalPolicyLike
 from scalectl.policies.spec import PolicySpec
-from scalectl.policies.types import Bounds, Decision, PolicyInput, PolicyState, SeasonalHistory, Signals
+from scalectl.policies.types import Bounds, Decision, PolicyInput, PolicyState, Signals
 
 T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
@@ -44,7 +44,6 @@ class Runner:
         self,
         at: float,
         current: int | None = None,
-        history: SeasonalHistory | None = None,
         booting: int = 0,
         **signals: float | None,
     ) -> Decision:
@@ -54,7 +53,6 @@ class Runner:
             signals=Signals(**signals),
             current=self.current if current is None else current,
             state=self.state,
-            history=history or SeasonalHistory(),
             booting=booting,
             compute_prior=self.compute_prior,
         )

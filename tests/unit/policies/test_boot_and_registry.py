@@ -8,7 +8,7 @@ import pytest
 
 from scalectl.policies import boot
 from scalectl.policies.predictive import DEFAULT_LEAD_TIME_S, lead_time_of
-from scalectl.policies.registry import KINDS, forecast_of, kind_of
+from scalectl.policies.registry import KINDS, kind_of
 from scalectl.policies.spec import PolicySpec
 from scalectl.tiers.config import ConfigError, parse_config
 from tests.unit.policies.helpers import spec
@@ -42,9 +42,6 @@ def test_the_registry_covers_every_kind_of_the_spec_union() -> None:
     assert {KINDS[name].spec for name in KINDS} == set(union)
     for name, kind in KINDS.items():
         assert kind.external == (name == "external")
-    forecasting = spec(kind="predictive", reactive={"mode": "thresholds"}, forecast={"periods": ["1d"]})
-    assert forecast_of(forecasting) is not None
-    assert forecast_of(spec(kind="min-floor")) is None
     assert kind_of(spec(kind="scale-to-zero")).name == "scale-to-zero"
 
 
@@ -74,15 +71,17 @@ def test_a_retired_target_tracking_setting_is_refused_with_what_replaced_it() ->
     assert "target_utilization no longer exists: remove it" in error and "measured error" in error
 
 
-def test_a_threshold_setting_written_in_target_mode_is_refused_even_at_its_default() -> None:
-    from scalectl.policies.spec import CANONICAL, MinFloorPolicy
+def test_the_retired_threshold_mode_and_its_settings_are_refused_with_what_replaced_them() -> None:
+    mode = _refusal("{kind: min-floor, mode: thresholds}")
+    assert "`mode: thresholds` was retired" in mode and "remove `mode`" in mode
+    setting = _refusal("{kind: min-floor, queue_per_instance: 10}")  # 10 was its default: refused all the same
+    assert "queue_per_instance no longer exists: remove it" in setting and "`capacity`" in setting
+    nested = _refusal('{kind: predictive, schedule: [{cron: "0 8 * * *", until: "18:00", instances: 2}], '
+                      "reactive: {mode: thresholds, cooldown: 5m}}")  # fmt: skip
+    assert 'tier "web": policy.reactive' in nested and "`mode: thresholds` was retired" in nested
+    forecast = _refusal('{kind: predictive, forecast: {periods: ["1d"]}}')
+    assert "`forecast` was retired" in forecast and "remove `forecast`" in forecast
 
-    try:
-        MinFloorPolicy.model_validate({"kind": "min-floor", "queue_per_instance": 10})  # 10 is the default
-    except ValueError as exc:
-        assert "queue_per_instance only apply to `mode: thresholds`" in str(exc)
-    else:
-        raise AssertionError("a setting target mode never reads was accepted")
-    # the canonical stored form writes every field out: there only a changed value is a mistake
-    full = MinFloorPolicy.model_validate({"kind": "min-floor"}).model_dump(by_alias=True)
-    assert MinFloorPolicy.model_validate(full, context={CANONICAL: True}).mode == "target"
+
+def test_mode_target_is_still_read_and_changes_nothing() -> None:
+    assert spec(kind="min-floor", mode="target") == spec(kind="min-floor")

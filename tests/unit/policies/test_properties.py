@@ -38,24 +38,6 @@ policies_ = st.one_of(
         st.integers(0, 600),
     ),
     st.builds(
-        lambda f, q, o, i, c, ttft: spec(
-            kind="min-floor",
-            mode="thresholds",
-            floor=f,
-            queue_per_instance=q,
-            scale_out_after=o,
-            scale_in_after=i,
-            cooldown=c,
-            ttft_max=ttft,
-        ),
-        st.integers(0, 3),
-        st.integers(1, 30),
-        st.integers(0, 120),
-        st.integers(0, 600),
-        st.integers(0, 600),
-        st.one_of(st.none(), st.floats(0.1, 1.0)),
-    ),
-    st.builds(
         lambda q, a, i, w: spec(kind="scale-to-zero", queue_per_instance=q, activate_after=a, idle_after=i, max_wait=w),
         st.integers(1, 40),
         st.integers(0, 60),
@@ -65,7 +47,6 @@ policies_ = st.one_of(
     st.builds(
         lambda h, n: spec(
             kind="predictive",
-            reactive={"mode": "thresholds"},
             headroom=h,
             lead_time="5m",
             schedule=[{"cron": "0 */2 * * *", "until": "23:00", "instances": n}],

@@ -14,7 +14,7 @@ from scalectl.providers.registry import ProviderConfig
 from scalectl.providers.simulated import SimulatedCloud
 from scalectl.sources.static import StaticSignals
 from scalectl.tiers.config import parse_config
-from tests.builders import min_floor, tier, tiers_yaml
+from tests.builders import tier, tiers_yaml
 
 
 async def test_desired_holds_what_capacity_allows_without_flapping() -> None:
@@ -24,7 +24,8 @@ async def test_desired_holds_what_capacity_allows_without_flapping() -> None:
     engine = make_engine("sqlite://")
     Base.metadata.create_all(engine)
     store = Store(engine)
-    text = tiers_yaml({"t": tier(max=8, policy=min_floor(1, mode="thresholds", scale_out_after="10s"))})
+    policy = {"kind": "scale-to-zero", "queue_per_instance": 10, "activate_after": "0s"}
+    text = tiers_yaml({"t": tier(max=8, policy=policy)})
     store.config.apply(parse_config(text, "t"), text, "t", clock.now())
     cloud.set_capacity("H100-SXM5-80GB", 1, capacity=Capacity.ON_DEMAND)  # one machine per region: 2 in all
     signals = StaticSignals(clock)

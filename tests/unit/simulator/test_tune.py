@@ -67,14 +67,14 @@ cloud: {provision_delay: 60s}
 
 def test_the_space_is_every_field_with_a_declared_range() -> None:
     names = {p.name for p in search_space(MinFloorPolicy)}
-    assert {"queue_per_instance", "scale_out_after", "scale_in_after", "cooldown", "in_flight_per_instance"} <= names
+    assert names == {"stabilization", "idle_after", "scale_in_max_fraction", "scale_in_period"}
     assert "floor" not in names and "ttft_max" not in names  # the user's bounds and target are not searched
     predictive = {p.name for p in search_space(PredictivePolicy)}
-    assert {"headroom", "lead_time", "reactive.queue_per_instance", "reactive.scale_in_after"} <= predictive
+    assert {"headroom", "lead_time", "reactive.stabilization", "reactive.scale_in_period"} <= predictive
     assert {p.name for p in search_space(ScaleToZeroPolicy)} == {"queue_per_instance", "activate_after", "idle_after"}
     assert search_space(ExternalPolicy) == []
-    step = next(p for p in search_space(MinFloorPolicy) if p.name == "scale_in_step")
-    assert step.integer and (step.range.low, step.range.high) == (1, 8)
+    period = next(p for p in search_space(MinFloorPolicy) if p.name == "scale_in_period")
+    assert not period.integer and (period.range.low, period.range.high) == (15, 300)
 
     class NewPolicy(BaseModel):  # a field added later is searched once it declares its range
         kind: Literal["new"]
