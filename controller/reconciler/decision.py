@@ -73,6 +73,11 @@ class DecidePhase:
             self.policy.seed_history(self.store.policy.demand_samples(now - reach), new)
         return set(new), gone
 
+    def state_of(self, name: str) -> PolicyState | None:
+        """The tier's policy state as this tick's decision left it (None before its first): read, not kept."""
+        held = self._states.get(name)
+        return held[0] if held is not None else None
+
     async def read_signals(
         self, tiers: Mapping[str, TierSpec], by_tier: Mapping[str, list[Instance]]
     ) -> dict[str, TierReading]:
