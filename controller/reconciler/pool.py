@@ -11,7 +11,8 @@ created.
   the create it stood in for in the same tick; one not serving within ``resume_timeout`` is deleted the
   same way (``lifecycle.observe``) and, no longer counted, is replaced by a create in that tick's plan.
 - Filling: while the pool (stopped members, and those on their way: draining to a stop, or booting to fill
-  it) is short of its size and the tier plans no create, members are created for it (``fill``). Each is an
+  it) is short of its size by more than the instances above the tier's floor (which scale-in brings back),
+  and the tier plans no create, members are created for it (``fill``). Each is an
   intent stored before the create (``end_state`` stopped marks it: ``Instance.filling``), is never counted
   or routed, boots fully once, and on its first ready drains (nothing to finish) and stops. A scale-out
   takes a ready one at once, before starting a stopped member, and a booting one after.
@@ -112,6 +113,9 @@ def plan_pool(
     out.to_pool = [Drain(i, "booted once to fill the warm pool") for i in filling if i.state is S.READY]
     held = len(current) - len(out.resumes) + on_the_way + len(filling)
     room = out.size - held
+    assert tier is not None
+    staying = sum(1 for i in instances if i.counted) - len(plan.drains)
+    returnable = max(0, staying - max(tier.min, getattr(tier.policy, "floor", 0)))
     drains = []
     for drain in plan.drains:
         if room > 0 and _poolable(drain.instance, current_hash, can_stop):
@@ -120,9 +124,11 @@ def plan_pool(
         else:
             drains.append(drain)
     plan.drains = drains
-    # fill by creating only while the tier has what it wants (a create, start or take planned: the tier's first)
-    if pool.fill and room > 0 and not (plan.creates or plan.rebalances or out.resumes or out.taken):
-        out.fill = room
+    # Fill by creating only while the tier has what it wants (a create, start or take planned: the tier's
+    # first), and only what scale-in will not bring back: instances above the floor return to the pool when
+    # the tier scales in, for nothing, where a created member costs a whole cold boot at the GPU's price.
+    if pool.fill and room > returnable and not (plan.creates or plan.rebalances or out.resumes or out.taken):
+        out.fill = room - returnable
     return out
 
 

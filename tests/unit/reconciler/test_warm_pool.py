@@ -137,8 +137,8 @@ async def test_a_stop_intent_outlives_a_failed_stop_and_a_restart(make_world) ->
     assert await _leaks(w) == set()
 
 
-def _filling(**pool: Any) -> str:
-    return tiers_yaml({"web": tier(max=6, launch_timeout="10m", policy=min_floor(0), warm_pool=pool)})
+def _filling(floor: int = 1, **pool: Any) -> str:
+    return tiers_yaml({"web": tier(max=6, launch_timeout="10m", policy=min_floor(floor), warm_pool=pool)})
 
 
 async def test_the_pool_fills_by_creating_members_that_boot_once_stop_and_never_count(make_world) -> None:
@@ -178,13 +178,16 @@ async def test_a_scale_out_takes_members_filling_the_pool_before_it_creates(make
     w.clock.advance(61)
     report = await w.reconciler.tick()
     assert report.tiers["web"].current == 3 and report.tiers["web"].ready == 3
-    await w.run(3)  # ready and counted: the pool fills again behind them
-    assert w.cloud.calls["create"] == 5
+    await w.run(3)  # two above the floor (1): scale-in will bring them back, so nothing is created for the pool
+    assert w.cloud.calls["create"] == 3
+    w.target("web", 1)
+    await w.run(3)
+    assert len(w.rows("web", ("stopped",))) == 2 and w.cloud.calls["create"] == 3  # refilled for nothing
     assert await _leaks(w) == set()
 
 
 async def test_a_fill_survives_a_crash_between_intent_and_answer_and_leaves_with_its_pool(make_world) -> None:
-    w: World = make_world(_filling(size=1))
+    w: World = make_world(_filling(floor=0, size=1))
     w.target("web", 0)
     w.cloud.fail_next("create", Transient("down", provider="simulated"))
     await w.run()  # the intent is stored, the create failed
@@ -205,7 +208,7 @@ async def test_a_fill_survives_a_crash_between_intent_and_answer_and_leaves_with
 
 
 async def test_members_still_booting_to_fill_a_removed_pool_are_deleted(make_world) -> None:
-    w: World = make_world(_filling(size=2))
+    w: World = make_world(_filling(floor=0, size=2))
     w.target("web", 0)
     await w.run()
     assert len([r for r in w.rows("web") if r.end_state == "stopped"]) == 2
