@@ -16,6 +16,7 @@ from scalectl.providers.errors import Transient
 from scalectl.tiers.config import parse_config
 from tests.builders import min_floor, tier, tiers_yaml
 from tests.unit.reconciler.conftest import World
+from tests.unit.reconciler.test_pool_size import _state
 
 
 def _tiers(**pool: Any) -> str:
@@ -217,3 +218,19 @@ async def test_members_still_booting_to_fill_a_removed_pool_are_deleted(make_wor
     await w.run(2)
     assert w.rows("web", ("pending", "provisioning", "bootstrapping", "ready", "draining", "stopped")) == []
     assert await w.cloud_live() == [] and await _leaks(w) == set()
+
+
+async def test_an_auto_pool_grows_by_nothing_until_the_core_has_measured_its_error_then_fills(make_world) -> None:
+    w: World = make_world(_filling(floor=1, size="auto", max=3))
+    w.target("web", 1)
+    await w.run(3)
+    assert w.cloud.calls["create"] == 1  # the tier's own; the pool's size is unknown: nothing created for it
+    (sized,) = _events(w, "warm-pool-size")
+    assert "warm pool size 0: auto: the core's forecast error is not measured yet" in sized.message
+    # the core measured a p90 shortfall of 20 req/s at 8 req/s an instance: 2.5 → 3 members (its max)
+    w.reconciler.decide._states["web"] = (_state([0.0] * 30 + [20.0] * 10), 1)
+    await w.run()
+    assert w.cloud.calls["create"] == 4
+    latest = _events(w, "warm-pool-size")[-1].message
+    assert "warm pool size 3: auto: the p90 forecast shortfall is 2.50 instances" in latest
+    assert await _leaks(w) == set()
