@@ -79,6 +79,7 @@ class CreatePhase:
             updated_at=tick.now,
             surge=create.surge,
             server_hash=tick.server_hashes.get(name),
+            end_state=S.STOPPED if create.fill else S.TERMINATED,  # a pool fill: stopped once it has booted
         )
         tick.uow.instances.add(inst)
         return PendingCreate(inst, self.launch_spec(key, name, tick.tiers[name], chosen.offer, chosen.capacity))

@@ -70,6 +70,11 @@ class DecidePhase:
         self._saved.update({name: (*stored[name], now) for name in new if name in stored})
         return set(new), gone
 
+    def state_of(self, name: str) -> PolicyState | None:
+        """The tier's policy state as this tick's decision left it (None before its first): read, not kept."""
+        held = self._states.get(name)
+        return held[0] if held is not None else None
+
     async def read_signals(
         self, tiers: Mapping[str, TierSpec], by_tier: Mapping[str, list[Instance]]
     ) -> dict[str, TierReading]:

@@ -25,7 +25,7 @@ from scalectl.controller.reconciler.observe import observe_tick
 from scalectl.controller.reconciler.offers import TierOffers
 from scalectl.controller.reconciler.placement import UNAVAILABLE_FOR
 from scalectl.controller.reconciler.plan import NO_PLACEMENT, SPOT_WAIT, Create, Plan, instance_price, plan_tier
-from scalectl.controller.reconciler.pool import PoolCalls, PoolPlan, apply_pool, plan_pool
+from scalectl.controller.reconciler.pool import PoolCalls, PoolPlan, apply_pool, plan_fill, plan_pool
 from scalectl.controller.reconciler.record import Recorder
 from scalectl.controller.reconciler.replace import hand_backs, offers_to_avoid, unreplaced_notices
 from scalectl.controller.reconciler.report import TickReport, TierTick
@@ -249,7 +249,12 @@ class Reconciler:
             name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now,
             avoid=avoid, fleet=tick.fleet_budget, rollout=rollout,
         )  # fmt: skip
-        pool = plan_pool(tier, instances, plan, rollout.current_hash, self.pool.can_stop)
+        size = self.pool.size(tick, name, tier, self.decide.state_of(name), price)  # None: as configured
+        pool = plan_pool(tier, instances, plan, rollout.current_hash, self.pool.can_stop, size)
+        fill = Plan()
+        if pool.fill:  # members created for the pool, after the tier's own creates (which take the budget first)
+            args = (name, tier, instances, pool.fill, offers, self.backoffs, tick.now, self.pool.can_stop)
+            fill = plan_fill(*args, tick.fleet_budget)
         if any(n.kind == SPOT_WAIT for n in plan.notes):
             self.backoffs.spot_short(name, tick.now)  # fallback_after counts from the first wait
         elif any(c.placement.capacity is Capacity.SPOT for c in plan.creates):
@@ -268,7 +273,7 @@ class Reconciler:
             name, decision.current, decision.desired, decision.reason, ready, plan.launched, plan.retired,
             signals=reading.signals, errors=reading.errors,
         )  # fmt: skip
-        return self._apply(tick, plan, pool)
+        return self._apply(tick, plan, pool) + self._apply(tick, fill, PoolPlan())
 
     @staticmethod
     def _hand_back(tick: Tick, instances: list[Instance], current_hash: str, *, spot_fallback: bool) -> None:

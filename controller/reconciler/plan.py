@@ -29,9 +29,12 @@ class Create:
     tier: str
     placement: placement.Placement
     surge: bool = False  # an extra instance that replaces a fallback one once it is ready
+    fill: bool = False  # a member for the tier's warm pool: boots once, then stops (pool.py)
 
     @property
     def reason(self) -> str:
+        if self.fill:
+            return "fill the warm pool"
         if self.placement.fallback:
             return "fallback to on-demand"
         return "surge: spot is back" if self.surge else "scale out"
@@ -100,7 +103,8 @@ def plan_tier(
     if desired > current:
         # a warned instance holds no place under max: its replacement starts before it is gone
         # stopped machines (a warm pool) hold no place under max either: they are started instead of created
-        held = sum(1 for i in instances if i.state is not InstanceState.STOPPED)
+        # and neither do members booting to fill the pool: a scale-out takes them first (pool.py)
+        held = sum(1 for i in instances if i.state is not InstanceState.STOPPED and not i.filling)
         room = max(0, tier.max - held + len(noticed(instances)))
         count = min(desired - current, room)
         return plan_creates(name, tier, instances, count, offers, backoffs, now, avoid=avoid, fleet=fleet)

@@ -38,7 +38,8 @@ LIVE = COUNTED | {InstanceState.DRAINING, InstanceState.STOPPED}
 
 
 def is_counted(state: InstanceState, *, surge: bool) -> bool:
-    """``Instance.counted`` from the two facts it needs (for rows read without building entities)."""
+    """``Instance.counted`` from two of its facts (for rows read without building entities, grouped by state
+    and surge): a member filling a warm pool counts here; only the sharded fleet budget's floors read this."""
     return state in COUNTED and not (surge and state is not InstanceState.READY)
 
 
@@ -124,10 +125,12 @@ class Instance:
     # ---- facts -----------------------------------------------------------------------------------
     @property
     def counted(self) -> bool:
-        """Counts toward the tier's size: not draining, and not a surge that is not ready yet (a surge
-        replaces a fallback instance; it only counts once it can take the other's place)."""
+        """Counts toward the tier's size: not draining, not a surge that is not ready yet (a surge replaces a
+        fallback instance; it only counts once it can take the other's place), and not filling the pool."""
         state = self.state  # is_counted, inline: the tick asks this of every instance several times
-        return state in COUNTED and not (self.surge and state is not InstanceState.READY)
+        if state not in COUNTED or (self.surge and state is not InstanceState.READY):
+            return False
+        return not (self.end_state is InstanceState.STOPPED and self.resumed_at is None)  # not filling the pool
 
     def cost_until(self, end: float) -> float:
         """Dollars billed from launch to ``end`` (per-second billing): the GPU price while it holds a GPU,
@@ -148,6 +151,13 @@ class Instance:
         return self.storage_per_hour if self.stopped_at is not None else self.price_per_hour
 
     @property
+    def filling(self) -> bool:
+        """Launched to fill its tier's warm pool (``end_state`` stopped from its intent on): it boots fully
+        once, so its disk holds the image, the weights and the compile cache, and is then stopped into the
+        pool. Neither counted toward its tier nor routed; a scale-out may take it as a live instance."""
+        return self.end_state is InstanceState.STOPPED and self.resumed_at is None and self.state in COUNTED
+
+    @property
     def pooled(self) -> bool:
         """A warm pool member: stopped by the reconciler (or held stopped on its way back) to be resumed."""
         return self.state is InstanceState.STOPPED and self.end_state is InstanceState.STOPPED
@@ -162,7 +172,7 @@ class Instance:
         if state is InstanceState.READY and self.ready_at is None:
             self.ready_at = now
             message = self._ready_message(reason, self.state is InstanceState.BOOTSTRAPPING)
-        if state is InstanceState.READY and self.end_state is InstanceState.STOPPED:
+        if state is InstanceState.READY and self.end_state is InstanceState.STOPPED and self.resumed_at is not None:
             self.end_state = InstanceState.TERMINATED  # a pool member serving again is no longer one
         if state is InstanceState.STOPPED and self.stopped_at is None:
             self.stopped_at = now  # its disk bills from here, not the GPU

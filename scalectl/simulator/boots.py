@@ -8,7 +8,6 @@ boots it pays for. Every draw made for an instance is kept, per tier, for the re
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from dataclasses import dataclass, field
 from scalectl.providers.base import LaunchSpec
 from scalectl.providers.simulated.machines import SimInstance
 from scalectl.simulator.workloads.spec import CloudSpec
-from scalectl.sizing.boot import BootModel, BootParts, boot_model
+from scalectl.sizing.boot import BootModel, BootParts, boot_model, resume_model
 from scalectl.sizing.errors import SizingError
 from scalectl.sizing.models import resolve_model
 from scalectl.tiers.config import FleetConfig, TierSpec
@@ -77,6 +76,7 @@ class Boots:
     spec: CloudSpec
     models: dict[tuple[str, str], BootModel]  # (provider name, tier) -> model; empty with provision_delay
     first_provider: dict[str, str]  # tier -> its first provider (the baselines' boot)
+    resumes: dict[tuple[str, str], BootModel] = field(default_factory=dict)  # (provider, tier) -> a start's model
     drawn: dict[str, list[BootParts]] = field(default_factory=dict)  # tier -> every boot drawn in the run
     resumed: dict[str, list[BootParts]] = field(default_factory=dict)  # tier -> every resume drawn in the run
 
@@ -90,7 +90,8 @@ class Boots:
             for name in tiers
             for provider in config.tiers[name].providers
         }
-        return cls(spec, models, first)
+        resumes = {key: resume_model(model, provider_type(config, key[0])) for key, model in models.items()}
+        return cls(spec, models, first, resumes=resumes)
 
     def tier(self, name: str) -> TierBoot:
         return TierBoot(self.models.get((self.first_provider[name], name)), self.spec.provision_delay)
@@ -109,6 +110,10 @@ class Boots:
         if self.spec.provision_delay is not None:
             return None
         return ProviderBoots(self, provider)
+
+    def resume_tier(self, name: str) -> BootModel | None:
+        """A tier's start after a stop at its first provider (None with the uniform ``provision_delay``)."""
+        return self.resumes.get((self.first_provider[name], name))
 
     def resume_for_cloud(self, provider: str) -> ProviderResumes | None:
         """The simulated cloud's resume hook for one provider; None: the cloud's uniform resume delay."""
@@ -135,19 +140,18 @@ class ProviderBoots:
 
 @dataclass(frozen=True, slots=True)
 class ProviderResumes:
-    """A stopped machine's start, drawn per start: the boot model's cached path (no image pull, no weights
-    download: the stopped disk holds both; the machine's start, loading the weights from that disk into the
-    GPUs, the cached compile and the warm-up remain). No cloud in docs/providers/README.md publishes a
-    start-to-serving figure to use instead."""
+    """A stopped machine's start, drawn per start (``sizing.boot.resume_model``): the provider type's start
+    (not its create), then the cached path: no image pull, no weights download (the stopped disk holds
+    both); loading the weights from that disk into the GPUs, the cached compile and the warm-up remain."""
 
     boots: Boots
     provider: str
 
     def __call__(self, inst: SimInstance, rng: random.Random) -> tuple[float, float]:
-        model = self.boots.models.get((self.provider, inst.tier))
+        model = self.boots.resumes.get((self.provider, inst.tier))
         if model is None:
-            model = next(m for (p, _), m in self.boots.models.items() if p == self.provider)
-        parts = dataclasses.replace(model, path="cached").draw(rng)
+            model = next(m for (p, _), m in self.boots.resumes.items() if p == self.provider)
+        parts = model.draw(rng)
         self.boots.resumed.setdefault(inst.tier, []).append(parts)
         return parts.provision, parts.total
 
@@ -165,6 +169,9 @@ def boot_summary(boots: Boots, tiers: Mapping[str, object]) -> dict[str, dict[st
         entry["drawn"] = len(drawn)
         if drawn:
             entry["drawn_mean_s"] = sum(p.total for p in drawn) / len(drawn)
+        resume = boots.resume_tier(name)
+        if resume is not None:  # a start after a stop (a warm pool's): the same parts but the start, cached
+            entry["resume_p50_s"], entry["resume_p95_s"] = resume.quantiles(0.5, 0.95)
         out[name] = entry
     return out
 

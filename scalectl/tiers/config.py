@@ -60,36 +60,51 @@ class ActivatorSpec(_Strict):
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)  # larger: 413, never buffered
 
 
-class WarmPoolSpec(_Strict):
-    """Stopped machines kept beside the tier (docs/configuration.md, "warm_pool"): an instance that served is
-    stopped instead of deleted on scale-in while the pool holds fewer than ``size``; scale-out starts pool
-    members before it creates. ``max``: the most stopped members kept (more are deleted); ``resume_timeout``:
-    a started member not serving by then is deleted and a fresh create takes its place."""
+AUTO = "auto"  # warm_pool.size: sized from the decision core's forecast error (controller/reconciler/pool_size.py)
 
-    size: int = Field(ge=0, le=1000)
-    max: int | None = Field(None, ge=0, le=1000)  # default: size
+
+class WarmPoolSpec(_Strict):
+    """Stopped machines kept beside the tier (docs/configuration.md, "warm_pool"): the pool fills by creating
+    members that boot once and stop (``fill``), and an instance that served is stopped instead of deleted on
+    scale-in while the pool holds fewer than ``size``; scale-out starts pool members before it creates.
+    ``size: auto`` sizes the pool from the decision core's forecast error at the cold-boot horizon, within
+    ``max`` (default: the tier's max). ``max``: the most members kept (more are deleted);
+    ``resume_timeout``: a started member not serving by then is deleted and a fresh create takes its place."""
+
+    size: int | Literal["auto"]
+    max: int | None = Field(None, ge=0, le=1000)  # default: size (auto: the tier's max)
     resume_timeout: Duration = Field(300.0, gt=0)
+    fill: bool = True  # create members to fill the pool (false: it fills only from scale-in)
 
     @field_validator("size", mode="before")
     @classmethod
-    def _auto_not_yet(cls, value: Any) -> Any:
-        if value == "auto":
-            raise ValueError(
-                "`auto` is not implemented yet (sizing the pool from the decision core's forecast error is "
-                "future work); set a number of stopped instances, e.g. `size: 2`"
-            )
-        return value
+    def _a_count_or_auto(cls, value: Any) -> Any:
+        if value == AUTO or (isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1000):
+            return value
+        raise ValueError(f"expected a number of stopped instances (0-1000) or `auto`, got {value!r}")
 
     @model_validator(mode="after")
     def _size_within_max(self) -> WarmPoolSpec:
-        if self.max is not None and self.size > self.max:
+        if isinstance(self.size, int) and self.max is not None and self.size > self.max:
             raise ValueError(f"size ({self.size}) is above its max ({self.max}); set warm_pool.size <= warm_pool.max")
         return self
 
     @property
+    def auto(self) -> bool:
+        return self.size == AUTO
+
+    @property
     def most(self) -> int:
-        """The most stopped members kept."""
-        return self.size if self.max is None else self.max
+        """The most stopped members kept (``size: auto`` always has a max: the tier's, when not set)."""
+        if self.max is not None:
+            return self.max
+        assert isinstance(self.size, int), "size: auto gets its max from the tier when parsed"
+        return self.size
+
+    @property
+    def fixed_size(self) -> int | None:
+        """The configured size; None for ``auto`` (sized each tick)."""
+        return self.size if isinstance(self.size, int) else None
 
 
 class TierSpec(_Strict):
@@ -119,6 +134,16 @@ class TierSpec(_Strict):
     disruption_windows: tuple[DisruptionWindow, ...] = ()
     activator: ActivatorSpec = Field(default_factory=ActivatorSpec)
     warm_pool: WarmPoolSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _auto_pool_within_the_tiers_max(cls, data: Any) -> Any:
+        """``warm_pool: {size: auto}`` without a max is capped by the tier's max."""
+        if isinstance(data, dict):
+            pool = data.get("warm_pool")
+            if isinstance(pool, dict) and pool.get("size") == AUTO and pool.get("max") is None:
+                return {**data, "warm_pool": {**pool, "max": data.get("max")}}
+        return data
 
     @field_validator("gpu")
     @classmethod
@@ -157,6 +182,12 @@ class TierSpec(_Strict):
                 f"warm_pool.{field} ({pool.most}) is above the tier's max ({self.max}); a pool holds at most "
                 f"the tier's max: lower warm_pool.{field} or raise max"
             )
+        if pool is not None and pool.auto and not _decision_core(self.policy):
+            raise ValueError(
+                "warm_pool.size: auto sizes the pool from the decision core's forecast error, and this tier's "
+                "policy has none (only min-floor and predictive in target mode, the default, forecast); set a "
+                "number of stopped instances, e.g. `size: 2`"
+            )
         if pool is not None and self.capacity == "spot":
             raise ValueError(
                 "warm_pool needs capacity: on-demand (RunPod, EC2 and the simulated cloud cannot stop spot "
@@ -179,6 +210,12 @@ class TierSpec(_Strict):
     def user_facing(self) -> bool:
         """Serves people (a latency target), as opposed to a batch queue: planned first under a fleet budget."""
         return self.policy.kind != "scale-to-zero"
+
+
+def _decision_core(policy: Any) -> bool:
+    """The tier's policy is the decision core (target mode): it measures the forecast error ``auto`` reads."""
+    rules = getattr(policy, "reactive", policy)
+    return getattr(rules, "mode", None) == "target"
 
 
 class FleetConfig(_Strict):

@@ -39,7 +39,12 @@ def test_a_pool_needs_one_provider_that_stops_and_one_listed_is_enough() -> None
         ({"max": 2, "warm_pool": {"size": 3}}, "warm_pool.size (3) is above the tier's max (2)"),
         ({"max": 4, "warm_pool": {"size": 1, "max": 5}}, "warm_pool.max (5) is above the tier's max (4)"),
         ({"warm_pool": {"size": 3, "max": 2}}, "warm_pool: size (3) is above its max (2); set warm_pool.size"),
-        ({"warm_pool": {"size": "auto"}}, "warm_pool.size: `auto` is not implemented yet"),
+        ({"warm_pool": {"size": "auto"}}, "warm_pool.size: auto sizes the pool from the decision core's"),
+        ({"warm_pool": {"size": "lots"}}, "warm_pool.size: expected a number of stopped instances (0-1000) or `auto`"),
+        (
+            {"policy": {"kind": "min-floor"}, "max": 4, "warm_pool": {"size": "auto", "max": 5}},
+            "warm_pool.max (5) is above the tier's max (4)",
+        ),
         ({"capacity": "spot", "warm_pool": {"size": 1}}, "warm_pool needs capacity: on-demand"),
         ({"warm_pool": {"size": 1, "reuse": True}}, "warm_pool.reuse: unknown field"),
     ],
@@ -49,3 +54,12 @@ def test_a_pool_that_cannot_work_is_refused_with_the_field_and_the_fix(fields: d
         _parse(tier(**fields))  # type: ignore[arg-type]
     assert str(raised.value).startswith('tiers.yaml: tier "web": ')
     assert message in str(raised.value)
+
+
+def test_an_auto_pool_on_the_decision_core_is_capped_by_the_tiers_max_unless_given_one() -> None:
+    spec = _parse(tier(max=5, policy={"kind": "min-floor", "floor": 1}, warm_pool={"size": "auto"}))
+    pool = spec.warm_pool  # type: ignore[attr-defined]
+    assert (pool.auto, pool.most, pool.fixed_size, pool.fill) == (True, 5, None, True)
+    spec = _parse(tier(max=5, policy={"kind": "min-floor"}, warm_pool={"size": "auto", "max": 2, "fill": False}))
+    pool = spec.warm_pool  # type: ignore[attr-defined]
+    assert (pool.most, pool.fill) == (2, False)

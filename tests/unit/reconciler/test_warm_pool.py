@@ -16,9 +16,12 @@ from scalectl.providers.errors import Transient
 from scalectl.tiers.config import parse_config
 from tests.builders import min_floor, tier, tiers_yaml
 from tests.unit.reconciler.conftest import World
+from tests.unit.reconciler.test_pool_size import _state
 
 
 def _tiers(**pool: Any) -> str:
+    """The tier with a pool; filled only from scale-in unless ``fill`` is given (the tests of filling)."""
+    pool = {"fill": False, **pool}
     return tiers_yaml({"web": tier(max=6, launch_timeout="10m", policy=min_floor(0), warm_pool=pool)})
 
 
@@ -132,4 +135,102 @@ async def test_a_stop_intent_outlives_a_failed_stop_and_a_restart(make_world) ->
     await w.run(3, step=10.0)
     (row,) = w.rows("web")
     assert row.state == "stopped" and w.cloud.calls["delete"] == 0
+    assert await _leaks(w) == set()
+
+
+def _filling(floor: int = 1, **pool: Any) -> str:
+    return tiers_yaml({"web": tier(max=6, launch_timeout="10m", policy=min_floor(floor), warm_pool=pool)})
+
+
+async def test_the_pool_fills_by_creating_members_that_boot_once_stop_and_never_count(make_world) -> None:
+    w: World = make_world(_filling(size=2))
+    w.target("web", 1)
+    report = await w.reconciler.tick()  # the tier's own create first: no fill while it plans one
+    assert w.cloud.calls["create"] == 1 and report.tiers["web"].launched == 1
+    w.clock.advance(5)
+    await w.run()  # now the pool fills: two creates, stored as intents bound for a stop
+    assert w.cloud.calls["create"] == 3
+    filling = [r for r in w.rows("web") if r.end_state == "stopped"]
+    assert len(filling) == 2 and {r.state for r in filling} == {"provisioning"}
+    w.clock.advance(61)
+    for _ in range(4):  # booted: ready once, drained at once (nothing to finish), stopped
+        report = await w.reconciler.tick()
+        assert report.tiers["web"].current == 1  # never counted toward the tier
+        w.clock.advance(5)
+    rows = {r.key: r for r in w.rows("web")}
+    assert {rows[r.key].state for r in filling} == {"stopped"}
+    assert all(rows[r.key].ready_at is not None for r in filling)  # served readiness once: its disk is warm
+    assert len(_events(w, "pooled")) == 2 and w.cloud.calls["delete"] == 0
+    await w.run(10, step=10.0)  # full: nothing more is created
+    assert w.cloud.calls["create"] == 3
+    assert await _leaks(w) == set()
+
+
+async def test_a_scale_out_takes_members_filling_the_pool_before_it_creates(make_world) -> None:
+    w: World = make_world(_filling(size=2))
+    w.target("web", 1)
+    await w.run(2)  # the tier's instance, then two members on their way to fill the pool
+    assert w.cloud.calls["create"] == 3
+    w.target("web", 3)
+    await w.run()
+    assert w.cloud.calls["create"] == 3  # the two booting members became the tier's: nothing created
+    assert len(_events(w, "pool-taken")) == 2
+    assert all(r.end_state == "terminated" for r in w.rows("web"))
+    w.clock.advance(61)
+    report = await w.reconciler.tick()
+    assert report.tiers["web"].current == 3 and report.tiers["web"].ready == 3
+    await w.run(3)  # two above the floor (1): scale-in will bring them back, so nothing is created for the pool
+    assert w.cloud.calls["create"] == 3
+    w.target("web", 1)
+    await w.run(3)
+    assert len(w.rows("web", ("stopped",))) == 2 and w.cloud.calls["create"] == 3  # refilled for nothing
+    assert await _leaks(w) == set()
+
+
+async def test_a_fill_survives_a_crash_between_intent_and_answer_and_leaves_with_its_pool(make_world) -> None:
+    w: World = make_world(_filling(floor=0, size=1))
+    w.target("web", 0)
+    w.cloud.fail_next("create", Transient("down", provider="simulated"))
+    await w.run()  # the intent is stored, the create failed
+    (row,) = w.rows("web")
+    assert (row.state, row.end_state, row.provider_id) == ("pending", "stopped", None)
+    # a new daemon on the same store: it asks again under the same key, and the member still fills the pool
+    w.reconciler = Reconciler(w.store, {"simulated": w.cloud}, w.signals, w.clock, policy=PolicyRunner(w.script))
+    await w.run(3, step=10.0)
+    (row,) = w.rows("web")
+    assert row.provider_id and row.end_state == "stopped" and w.cloud.calls["create"] == 2
+    w.clock.advance(61)
+    await w.run(3)
+    assert w.rows("web", ("stopped",))
+    text = tiers_yaml({"web": tier(max=6, policy=min_floor(0))})  # the pool removed: its member is deleted
+    w.store.config.apply(parse_config(text, "tiers.yaml"), text, "tiers.yaml", w.clock.now())
+    await w.run(2)
+    assert await w.cloud_live() == [] and await _leaks(w) == set()
+
+
+async def test_members_still_booting_to_fill_a_removed_pool_are_deleted(make_world) -> None:
+    w: World = make_world(_filling(floor=0, size=2))
+    w.target("web", 0)
+    await w.run()
+    assert len([r for r in w.rows("web") if r.end_state == "stopped"]) == 2
+    text = tiers_yaml({"web": tier(max=6, policy=min_floor(0))})
+    w.store.config.apply(parse_config(text, "tiers.yaml"), text, "tiers.yaml", w.clock.now())
+    await w.run(2)
+    assert w.rows("web", ("pending", "provisioning", "bootstrapping", "ready", "draining", "stopped")) == []
+    assert await w.cloud_live() == [] and await _leaks(w) == set()
+
+
+async def test_an_auto_pool_grows_by_nothing_until_the_core_has_measured_its_error_then_fills(make_world) -> None:
+    w: World = make_world(_filling(floor=1, size="auto", max=3))
+    w.target("web", 1)
+    await w.run(3)
+    assert w.cloud.calls["create"] == 1  # the tier's own; the pool's size is unknown: nothing created for it
+    (sized,) = _events(w, "warm-pool-size")
+    assert "warm pool size 0: auto: the core's forecast error is not measured yet" in sized.message
+    # the core measured a p90 shortfall of 20 req/s at 8 req/s an instance: 2.5 → 3 members (its max)
+    w.reconciler.decide._states["web"] = (_state([0.0] * 30 + [20.0] * 10), 1)
+    await w.run()
+    assert w.cloud.calls["create"] == 4
+    latest = _events(w, "warm-pool-size")[-1].message
+    assert "warm pool size 3: auto: the p90 forecast shortfall is 2.50 instances" in latest
     assert await _leaks(w) == set()

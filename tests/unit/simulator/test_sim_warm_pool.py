@@ -11,7 +11,7 @@ from scalectl.clocks import FakeClock
 from scalectl.domain.instance import InstanceEvent
 from scalectl.providers.base import Capacity, GpuRequest, LaunchSpec
 from scalectl.providers.errors import InsufficientCapacity
-from scalectl.simulator.boots import Boots
+from scalectl.simulator.boots import Boots, boot_summary
 from scalectl.simulator.controller_run import boot_paths
 from scalectl.simulator.sim_cloud import simulation_cloud
 from scalectl.simulator.workloads.spec import WorkloadError, parse_workload
@@ -78,3 +78,10 @@ def test_boots_are_counted_by_path_within_the_report() -> None:
     events = [e(-10, "launched"), e(1, "launched"), e(2, "resuming"), e(3, "resuming"), e(4, "resume-failed"),
               e(5, "resuming"), e(6, "resume-timeout"), e(7, "resuming")]  # fmt: skip
     assert boot_paths(events, 0.0) == {"chat": {"warm": 2, "cold": 1, "resume_failed": 2}}
+
+
+def test_the_report_gives_each_tiers_resume_beside_its_cold_boot() -> None:
+    _clock, boots, _sim = _cloud()
+    (entry,) = boot_summary(boots, {"chat": None}).values()
+    assert entry["path"] == "cold" and 60 < float(entry["resume_p50_s"]) < float(entry["p50_s"]) / 4
+    assert float(entry["resume_p50_s"]) < float(entry["resume_p95_s"])

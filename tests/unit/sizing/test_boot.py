@@ -9,6 +9,7 @@ import pytest
 from scalectl.sizing.boot import (
     DEFAULT_FIGURES,
     GB,
+    GENERIC_START,
     GENERIC_VM,
     MB,
     PART_NAMES,
@@ -17,6 +18,8 @@ from scalectl.sizing.boot import (
     boot_model,
     checkpoint_bytes,
     provision_span,
+    resume_model,
+    start_span,
 )
 from scalectl.sizing.models import lookup_model
 
@@ -103,3 +106,26 @@ def test_figures_refuse_an_image_of_no_size() -> None:
     with pytest.raises(ValueError, match="image_bytes must be above 0"):
         BootFigures(image_bytes=0.0)
     assert BootFigures(pull_bandwidth=Span(50 * MB, 50 * MB)).image_bytes == 12 * GB
+
+
+def test_a_resume_is_the_providers_start_then_the_cached_path_and_its_p50_as_modelled() -> None:
+    """A stopped machine keeps its disk: the start replaces the create, the image and the download are
+    skipped, the load, the cached compile and the warm-up remain. The issue's figure was 60 s to serving
+    (p50); the cited parts give more (docs/simulator.md, "What a resume is made of"): the warm-up alone is
+    20-60 s. This pins what the model says, so a change to a figure shows here."""
+    for kind in ("aws", "runpod", "vastai", "simulated"):
+        cold = boot_model(kind, 1, LLAMA_8B, "cold")
+        resume = resume_model(cold, kind)
+        assert resume.provision == start_span(kind) and resume.path == "cached"
+        for seed in range(20):
+            c, r = cold.draw(random.Random(seed)), resume.draw(random.Random(seed))
+            assert r.image_pull == 0.0 and r.weights_download == 0.0
+            assert (r.weights_load, r.warmup) == (c.weights_load, c.warmup)
+            assert r.compile < c.compile and r.provision < c.provision
+        (r50,), (c50,) = resume.quantiles(0.5), cold.quantiles(0.5)
+        assert r50 < c50 / 2.5
+    assert start_span("simulated") == start_span("spheron") == GENERIC_START
+    p50 = {k: resume_model(boot_model(k, 1, LLAMA_8B), k).quantiles(0.5)[0] for k in ("aws", "runpod", "simulated")}
+    assert p50["runpod"] == pytest.approx(81, abs=3)  # a container start (5-30 s) + 64 s of engine
+    assert p50["aws"] == pytest.approx(111, abs=3) and p50["simulated"] == p50["aws"]  # a VM start (21-74 s)
+    assert all(v > 60 for v in p50.values())  # the issue's 60 s is not reached by the cited figures
