@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from scalectl.policies.durations import Duration
 from scalectl.policies.registry import KINDS
-from scalectl.policies.spec import PolicySpec
+from scalectl.policies.spec import PolicySpec, ReactiveRules
 from scalectl.providers.registry import UnknownProviderType, capabilities_of, check_options
 from scalectl.sizing.errors import UnknownModel
 from scalectl.sizing.gpus import UnknownGpu, gpu_info, normalize_gpu
@@ -213,9 +213,8 @@ class TierSpec(_Strict):
 
 
 def _decision_core(policy: Any) -> bool:
-    """The tier's policy is the decision core (target mode): it measures the forecast error ``auto`` reads."""
-    rules = getattr(policy, "reactive", policy)
-    return getattr(rules, "mode", None) == "target"
+    """The tier's policy is the decision core (min-floor, predictive): it measures the forecast error ``auto`` reads."""
+    return isinstance(getattr(policy, "reactive", policy), ReactiveRules)
 
 
 class FleetConfig(_Strict):
