@@ -123,10 +123,11 @@ def estimate(state: CapacityState, prior: float, target: float) -> Capacity:
     good = [(i, g, s) for n, (i, g, _, s) in enumerate(rows) if held[n] and (knee is None or i < knee)]
     fitted, fit_how = _fit(good, prior, target)
     if knee is not None:
-        # between the last bin that held and the knee nothing was seen: no further than the fit may reach
+        # between the last bin that held and the knee nothing was seen: no further than the fit reaches, and
+        # without a fit no further than the highest load held (the prior, when the knee lies above it)
         top = max((i + 1 for i, _, _ in good), default=knee) * BIN * prior
-        knee_at = min(knee * BIN * prior, max(top * EXTRAPOLATE, prior if knee * BIN >= 1 else 0.0))
-        value = knee_at if fitted is None else min(knee_at, fitted)
+        knee_at = min(knee * BIN * prior, max(top, prior if knee * BIN >= 1 else 0.0))
+        value = knee_at if fitted is None else min(knee * BIN * prior, max(knee_at, fitted))
         how = f"learned: TTFT breached from {value:.3g}" if fitted is None or fitted >= knee_at else fit_how
     elif fitted is not None and fitted >= prior:
         value, how = fitted, fit_how

@@ -56,7 +56,7 @@ MIN_WEIGHT = 6.0  # observations a bin needs before it counts
 BAD_SHARE = 0.25  # a bin with more breaches than this share is past the knee
 TOO_LITTLE = 0.2  # a breach below this share of the prior is a slow request, not load
 FIT_SPAN = 0.15  # the good bins must span this much load to fit latency against it
-EXTRAPOLATE = 1.25  # the fit may reach this multiple of the highest load seen holding, never further: capacity
+EXTRAPOLATE = 1.1  # the fit may reach this multiple of the highest load seen holding, never further: capacity
 # walks up as the fleet holds higher loads, one step per sizing, instead of leaping to a guess
 CLAMP = (0.1, 2.0)  # learned capacity stays within these multiples of the prior, and says when it hit one
 

@@ -33,9 +33,19 @@ def test_a_fleet_near_the_prior_without_breaching_learns_upward_one_step() -> No
     state = fleet([8.0, 9.0, 10.0], queue_latency(30.0))  # reaches 500 ms at 24 req/s per instance
     cap = estimate(state, PRIOR, TARGET)
     held = 1.05 * PRIOR  # the top of the highest bin that held (10.0 req/s is bin 1.00–1.05)
-    assert cap.per_instance == pytest.approx(1.25 * held)  # bounded by evidence: 1.25× the load held
-    assert cap.ratio == pytest.approx(1.3125)
+    assert cap.per_instance == pytest.approx(1.1 * held)  # bounded by evidence: 1.1× the load held
+    assert cap.ratio == pytest.approx(1.155)
     assert "bounded" in cap.how
+
+
+def test_a_knee_far_above_without_a_fit_holds_the_load_seen_holding_not_beyond() -> None:
+    """A breach at three times the prior (a fleet still booting under a surge) and one settled load held at
+    1.15× the prior: no latency curve to extrapolate along, so the capacity is the load held, not a step past
+    it (stepping 1.25× past it once put a fleet 8% over its real knee for a whole boot)."""
+    state = fleet([11.5, 30.0], lambda x: 0.35 if x < 12 else 5.0)
+    cap = estimate(state, PRIOR, TARGET)
+    assert cap.per_instance == pytest.approx(1.2 * PRIOR)  # the top of the 1.15–1.20 bin that held
+    assert cap.how == "learned: TTFT breached from 12"
 
 
 def test_a_fleet_well_below_the_prior_keeps_the_prior() -> None:
@@ -59,7 +69,7 @@ def test_a_breach_below_the_prior_learns_downward() -> None:
 
 
 def test_learning_is_clamped_to_twice_the_prior_and_says_so() -> None:
-    state = fleet([15.0, 17.0, 19.0], lambda x: 0.1)  # flat latency: 1.25× the 19.5 held would be 24.4
+    state = fleet([15.0, 17.0, 19.0], lambda x: 0.1)  # flat latency: 1.1× the 19.5 held would be 21.5
     cap = estimate(state, PRIOR, TARGET)
     assert cap.per_instance == 2 * PRIOR
     assert "clamped to twice the prior" in cap.how
