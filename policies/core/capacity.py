@@ -3,8 +3,11 @@ fleet in both directions.
 
 Every tick with a settled fleet (the ready count unchanged for ``SETTLE_S``) files the rate per ready
 instance, whether the held TTFT quantile met the target and, when it did, 1/TTFT, in bins of ``BIN`` of
-the prior fading with a ``CAP_HALF_LIFE_S`` half-life. Not filed: a breach below ``TOO_LITTLE`` of the
-prior (a slow request, not load) or while a backlog drains (that wait is the backlog's).
+the prior fading with a ``CAP_HALF_LIFE_S`` half-life. A window that held is filed at the baseline rate (it
+held at least that); one that breached at the highest rate the window saw (a burst the baseline still lags
+broke it, not the baseline), or at the highest the current backlog arrived under (its requests still wait).
+Not filed: a breach below ``TOO_LITTLE`` of the prior (a slow request, not load) or while a backlog drains
+(that wait is the backlog's).
 
 - **Down**: the lowest well-observed bin that mostly breached, above one that held, is the knee. Only a
   knee brings the figure below the prior: a fleet that held has not shown where it breaks.
@@ -45,6 +48,9 @@ class CapacityState:
     waiting: float | None = None  # the last tick's backlog: a shrinking one is being served
     last_t: float | None = None  # when the bins last faded
     bins: Mapping[int, tuple[float, float, float]] = field(default_factory=dict)  # bin → (good, bad, Σ 1/TTFT)
+    # the highest load per ready instance since the current backlog began (None: nothing waits): the load its
+    # queued requests arrived under, which their latency still shows after the load has fallen
+    backlog_peak: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +60,7 @@ class CapacityState:
             "waiting": self.waiting,
             "last_t": self.last_t,
             "bins": {str(i): list(v) for i, v in self.bins.items()},
+            "backlog_peak": self.backlog_peak,
         }
 
     @classmethod
@@ -68,6 +75,7 @@ class CapacityState:
             data.get("waiting"),
             data.get("last_t"),
             bins,
+            data.get("backlog_peak"),
         )
 
 
@@ -88,16 +96,20 @@ def observe(
     ttft: float | None,
     target: float,
     waiting: float | None,
+    peak: float = 0.0,
 ) -> CapacityState:
+    """``rate``: the baseline arrival rate; ``peak``: the highest rate of the reading window (``DemandState.peak``)."""
     bins = dict(state.bins) if state.prior == prior else {}
     draining = waiting is not None and state.waiting is not None and waiting < state.waiting
     settled = state.ready == ready and state.ready_since is not None and now - state.ready_since >= SETTLE_S
     since = state.ready_since if state.ready == ready else now
-    base = CapacityState(prior, ready, since, waiting, state.last_t, bins)
+    load = max(rate, peak) / max(ready, 1)
+    backlog_peak = max(load, state.backlog_peak or 0.0) if waiting else None
+    base = CapacityState(prior, ready, since, waiting, state.last_t, bins, backlog_peak)
     if not settled or ready < 1 or ttft is None:
         return base
-    share = rate / ready / prior
     breached = ttft > target
+    share = (max(load, backlog_peak or 0.0) if breached else rate / ready) / prior
     if breached and (share < TOO_LITTLE or draining):
         return base
     if state.last_t is not None and now > state.last_t:
@@ -106,7 +118,7 @@ def observe(
     i = min(MAX_BIN, int(share / BIN + 1e-9))  # 6.0 / 10 / 0.05 is 11.999…: bin 12
     g, b, s = bins.get(i, (0.0, 0.0, 0.0))
     bins[i] = (g, b + 1, s) if breached else (g + 1, b, s + 1 / max(ttft, 1e-6))
-    return CapacityState(prior, ready, since, waiting, now, bins)
+    return CapacityState(prior, ready, since, waiting, now, bins, backlog_peak)
 
 
 def used(state: CapacityState, prior: float, target: float, *, learn: bool) -> Capacity:

@@ -41,6 +41,14 @@ class DemandState:
     ticks: tuple[tuple[float, float], ...] = ()  # (time, rate) since the last surge, newest last
     surge_at: float | None = None  # when the last surge began
     errors: ErrorTrack = field(default_factory=ErrorTrack)
+    # (time, rate less its Poisson noise) of the ticks within one stable window: the load a reading window's
+    # latency may have met, where the baseline still lags a burst
+    recent: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def peak(self) -> float:
+        """The highest rate of the last stable window, less each tick's Poisson noise (0 before any tick)."""
+        return max((r for _, r in self.recent), default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +56,7 @@ class DemandState:
             "ticks": [list(t) for t in self.ticks],
             "surge_at": self.surge_at,
             "errors": self.errors.to_dict(),
+            "recent": [list(t) for t in self.recent],
         }
 
     @classmethod
@@ -58,6 +67,7 @@ class DemandState:
             tuple((float(t), float(r)) for t, r in data.get("ticks", ())),
             data.get("surge_at"),
             ErrorTrack.from_dict(data.get("errors")),
+            tuple((float(t), float(r)) for t, r in data.get("recent", ())),
         )
 
 
@@ -79,7 +89,8 @@ def observe(
     value, how = _project(ticks, now, horizon, tick_s, grain, panicking)
     name = "surge" if panicking else "trend"
     errors = errors.file(now, now + horizon, value)
-    new = DemandState(stable, ticks, surge_at, errors)
+    recent = (*(p for p in state.recent if p[0] > now - STABLE_HALF_LIFE_S), (now, low_edge))
+    new = DemandState(stable, ticks, surge_at, errors, recent)
     return new, Forecast(name, value, errors.quantile(), how)
 
 

@@ -221,6 +221,7 @@ def _measure(
         now=now,
         prior=reading.prior,
         rate=dem.stable or 0.0,
+        peak=dem.peak,
         ready=inputs.ready,
         ttft=inputs.ttft_s,
         target=inputs.ttft_target_s,

@@ -48,6 +48,46 @@ def test_a_knee_far_above_without_a_fit_holds_the_load_seen_holding_not_beyond()
     assert cap.how == "learned: TTFT breached from 12"
 
 
+def bursty(*, with_peak: bool) -> CapacityState:
+    """40 quiet windows at 4 per instance, then 80 at 6 per instance where every third breaches under a
+    burst of 15 per instance that the baseline (6) still lags."""
+    state, now = CapacityState(), T0
+    for n in range(120):
+        now += 15.0
+        load, burst = (4.0, False) if n < 40 else (6.0, n % 3 == 2)
+        peak = (15.0 if burst else load) * READY if with_peak else 0.0
+        state = observe(state, now=now, prior=PRIOR, rate=load * READY, ready=READY, ttft=2.0 if burst else 0.3,
+                        target=TARGET, waiting=0, peak=peak)  # fmt: skip
+    return state
+
+
+def test_a_breach_under_a_burst_is_filed_at_the_burst_not_at_the_lagging_baseline() -> None:
+    """Cron agents fire 6x the load for two minutes: the latency window breaches while the one-minute baseline
+    still reads the lull. Filed at the baseline, that breach says the fleet breaks at 60% of the prior (a false
+    knee that sized a periodic tier at 0.1-0.5x its capacity); filed at the burst's rate it is no such knee."""
+    assert estimate(bursty(with_peak=True), PRIOR, TARGET).per_instance == PRIOR
+    assert estimate(bursty(with_peak=False), PRIOR, TARGET).per_instance < 0.7 * PRIOR  # the old filing
+
+
+def test_a_breach_while_a_bursts_backlog_still_waits_is_filed_at_the_load_it_arrived_under() -> None:
+    """Held at 2 per instance; after a burst of 20 per instance, the load is back at 3 but the burst's requests still queue and the
+    latency still breaches (the backlog neither shrinks nor grows, so it is not "draining"): filed at 3 that
+    breach is a knee at 30% of the prior; filed at the 20 the backlog arrived under it is none."""
+    state, now = CapacityState(), T0
+    for _ in range(30):  # 2 per instance, held
+        now += 15.0
+        state = observe(state, now=now, prior=PRIOR, rate=2.0 * READY, ready=READY, ttft=0.3, target=TARGET, waiting=0)
+    now += 15.0  # the burst's tick: a backlog of 400 builds
+    state = observe(state, now=now, prior=PRIOR, rate=3.0 * READY, ready=READY, ttft=3.0, target=TARGET, waiting=400,
+                    peak=20.0 * READY)  # fmt: skip
+    for _ in range(20):  # the load back at 3, the backlog still 400, latency still breaching
+        now += 15.0
+        state = observe(state, now=now, prior=PRIOR, rate=3.0 * READY, ready=READY, ttft=3.0, target=TARGET,
+                        waiting=400, peak=3.0 * READY)  # fmt: skip
+    assert state.backlog_peak == pytest.approx(20.0)
+    assert estimate(state, PRIOR, TARGET).per_instance >= PRIOR  # no knee below the prior
+
+
 def test_a_fleet_well_below_the_prior_keeps_the_prior() -> None:
     # holding at half the prior says nothing about twice the prior: the evidence reaches 0.69×, the prior stands
     cap = estimate(fleet([3.0, 4.0, 5.0], queue_latency(30.0)), PRIOR, TARGET)

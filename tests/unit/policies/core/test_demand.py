@@ -69,3 +69,14 @@ def test_the_forecast_error_is_measured_once_forecasts_come_due() -> None:
 def test_state_round_trips_through_its_dict() -> None:
     state, _ = run(counts(lambda t: 50.0, 30))
     assert DemandState.from_dict(state.to_dict()) == state
+
+
+def test_the_peak_is_the_last_minutes_highest_tick_less_its_noise_and_then_expires() -> None:
+    state, _ = run(counts(lambda t: 100.0, 40))
+    assert state.peak < 100.0  # a flat load's ticks, each less two sigmas of its Poisson noise
+    start = T0 + 40 * TICK
+    burst, _ = run([(start + TICK, 600.0 * TICK)], state)  # one tick at 600 req/s: the baseline lags it
+    assert burst.stable is not None and burst.stable < 300.0
+    assert burst.peak == pytest.approx(600.0 - 2 * (600.0 * TICK) ** 0.5 / TICK)
+    later, _ = run(counts(lambda t: 100.0, 8, start=start + TICK), burst)  # two minutes on: out of the window
+    assert later.peak < 150.0
