@@ -6,8 +6,8 @@ instance, whether the held TTFT quantile met the target and, when it did, 1/TTFT
 the prior fading with a ``CAP_HALF_LIFE_S`` half-life. A window that held is filed at the baseline rate (it
 held at least that); one that breached at the highest rate the window saw (a burst the baseline still lags
 broke it, not the baseline), or at the highest the current backlog arrived under (its requests still wait).
-Not filed: a breach below ``TOO_LITTLE`` of the prior (a slow request, not load) or while a backlog drains
-(that wait is the backlog's).
+Not filed: a breach whose baseline is below ``TOO_LITTLE`` of the prior (a slow request, not load) or one
+while a backlog drains (that wait is the backlog's).
 
 - **Down**: the lowest well-observed bin that mostly breached, above one that held, is the knee. Only a
   knee brings the figure below the prior: a fleet that held has not shown where it breaks.
@@ -109,9 +109,9 @@ def observe(
     if not settled or ready < 1 or ttft is None:
         return base
     breached = ttft > target
-    share = (max(load, backlog_peak or 0.0) if breached else rate / ready) / prior
-    if breached and (share < TOO_LITTLE or draining):
+    if breached and (rate / ready / prior < TOO_LITTLE or draining):  # a slow request under a light baseline
         return base
+    share = (max(load, backlog_peak or 0.0) if breached else rate / ready) / prior
     if state.last_t is not None and now > state.last_t:
         fade = 0.5 ** ((now - state.last_t) / CAP_HALF_LIFE_S)
         bins = {i: (g * fade, b * fade, s * fade) for i, (g, b, s) in bins.items()}

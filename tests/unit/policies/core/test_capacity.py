@@ -70,9 +70,10 @@ def test_a_breach_under_a_burst_is_filed_at_the_burst_not_at_the_lagging_baselin
 
 
 def test_a_breach_while_a_bursts_backlog_still_waits_is_filed_at_the_load_it_arrived_under() -> None:
-    """Held at 2 per instance; after a burst of 20 per instance, the load is back at 3 but the burst's requests still queue and the
-    latency still breaches (the backlog neither shrinks nor grows, so it is not "draining"): filed at 3 that
-    breach is a knee at 30% of the prior; filed at the 20 the backlog arrived under it is none."""
+    """Held at 2 per instance; after a burst of 20 per instance, the load is back at 3 but the burst's requests
+    still queue and the latency still breaches (the backlog neither shrinks nor grows, so it is not
+    "draining"): filed at 3 that breach is a knee at 30% of the prior; filed at the 20 the backlog arrived
+    under it is none."""
     state, now = CapacityState(), T0
     for _ in range(30):  # 2 per instance, held
         now += 15.0
@@ -86,6 +87,19 @@ def test_a_breach_while_a_bursts_backlog_still_waits_is_filed_at_the_load_it_arr
                         waiting=400, peak=3.0 * READY)  # fmt: skip
     assert state.backlog_peak == pytest.approx(20.0)
     assert estimate(state, PRIOR, TARGET).per_instance >= PRIOR  # no knee below the prior
+
+
+def test_a_breach_under_a_light_baseline_is_a_slow_request_whatever_the_peak() -> None:
+    """One long prompt in a quiet minute: the tick it arrived in reads high, but the baseline is a tenth of the
+    prior, so the breach is the request's own prefill, not load (filed at that peak it made a false knee)."""
+    state, now = CapacityState(), T0
+    for n in range(60):
+        now += 15.0
+        slow = n % 3 == 2
+        state = observe(state, now=now, prior=PRIOR, rate=1.0 * READY, ready=READY, ttft=0.9 if slow else 0.2,
+                        target=TARGET, waiting=0, peak=(3.0 if slow else 1.0) * READY)  # fmt: skip
+    assert all(b == 0 for _, b, _ in state.bins.values())
+    assert estimate(state, PRIOR, TARGET).per_instance == PRIOR
 
 
 def test_a_fleet_well_below_the_prior_keeps_the_prior() -> None:
