@@ -38,8 +38,8 @@ def _with_pool(tiers_yaml: str, size: str) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def run(family: str, size: str, seed: int, hours: float) -> dict[str, Any]:
-    files = generate(family, seed, "small", "h100-8b", hours)
+def run(family: str, size: str, seed: int, hours: float, scale: str = "small") -> dict[str, Any]:
+    files = generate(family, seed, scale, "h100-8b", hours)
     text = _with_pool(files.tiers_yaml, size)
     workload = parse_workload(files.workload_yaml, f"{family}.yaml")
     result = simulate(parse_config(text, "tiers.yaml"), text, workload, options=RunOptions(baselines=False))
@@ -52,9 +52,9 @@ def run(family: str, size: str, seed: int, hours: float) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def skyserve(family: str, seed: int, hours: float) -> dict[str, Any]:
+def skyserve(family: str, seed: int, hours: float, scale: str = "small") -> dict[str, Any]:
     """SkyServe-style at the cheapest grid factor that holds the goal, with ours' floor as its min."""
-    files = generate(family, seed, "small", "h100-8b", hours)
+    files = generate(family, seed, scale, "h100-8b", hours)
     config = parse_config(files.tiers_yaml, "tiers.yaml")
     workload = parse_workload(files.workload_yaml, f"{family}.yaml")
     (tier,) = config.tiers
@@ -90,19 +90,20 @@ def main() -> None:
     parser.add_argument("--sizes", default="0,2,auto")
     parser.add_argument("--seed", type=int, default=90417)
     parser.add_argument("--hours", type=float, default=3.0)
+    parser.add_argument("--scale", default="small", help="the shape suite's scale (small, medium, large or a count)")
     parser.add_argument("--no-skyserve", action="store_true", help="ours only (no SkyServe grid)")
     args = parser.parse_args()
     rows, sky = [], {}
     for family in args.families.split(","):
         for size in args.sizes.split(","):
-            rows.append(run(family, size, args.seed, args.hours))
+            rows.append(run(family, size, args.seed, args.hours, args.scale))
             print(json.dumps(rows[-1]), flush=True)
         if not args.no_skyserve:
-            found = skyserve(family, args.seed, args.hours)
+            found = skyserve(family, args.seed, args.hours, args.scale)
             sky[family] = found["skyserve"]
             print(json.dumps(found), flush=True)
     print(
-        f"\nseed {args.seed}; {args.hours:g} h; small, h100-8b; "
+        f"\nseed {args.seed}; {args.hours:g} h; {args.scale}, h100-8b; "
         f"target: SLO ≥ {SLO_GOAL:.1%} at ≤ {TARGET_RATIO}× SkyServe"
     )
     print(table(rows, sky))
