@@ -55,10 +55,10 @@ from dataclasses import replace
 from scalectl.policies import queue_ages
 from scalectl.policies.boot import pending, samples
 from scalectl.policies.common import ceil_count, dur, num
+from scalectl.policies.core.constants import DEFAULT_HORIZON_S
 from scalectl.policies.spec import ScaleToZeroPolicy
 from scalectl.policies.types import Decision, PolicyInput
 
-DEFAULT_BOOT_S = 300.0  # until three launches are measured: the slow end of GPU clouds' 2-5 minutes
 OVERDUE_S = 60.0  # an instance booting longer than every measured boot is taken to be this far from ready
 RETIRE_AFTER_S = 60.0
 SAFETY = 0.15  # share of max_wait kept in hand for noise in task times
@@ -169,7 +169,7 @@ def decide(spec: ScaleToZeroPolicy, inp: PolicyInput) -> Decision | None:
         if not task or not conc:
             return None
         mu = conc / task
-        boot = inp.boot_time if inp.boot_time is not None else DEFAULT_BOOT_S
+        boot = inp.boot_time if inp.boot_time is not None else DEFAULT_HORIZON_S
         boots = measured or [boot]
         budget = spec.max_wait * (1 - SAFETY)
         ready = current - inp.booting

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 KEEP = 20
 MIN_SAMPLES = 3
+BOOT_QUANTILE = 0.9  # the boot time a policy acts on: one launch in ten takes longer
 GIVE_UP_S = 3600.0
 _PENDING, _SAMPLE, _READY, _SEQ = "boot.p.", "boot.s.", "boot.ready", "boot.seq"
 
@@ -54,7 +55,7 @@ def percentile(learned: Mapping[str, float], q: float) -> float | None:
 
 def boot_time(learned: Mapping[str, float]) -> float | None:
     """The 90th percentile of the recent create→ready samples, or None with fewer than three."""
-    return percentile(learned, 0.9)
+    return percentile(learned, BOOT_QUANTILE)
 
 
 def observe(learned: Mapping[str, float], *, now: float, ready: int, current: int, desired: int) -> dict[str, float]:

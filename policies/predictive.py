@@ -18,18 +18,17 @@ from dataclasses import replace
 
 from scalectl.policies import target as target_mode
 from scalectl.policies.common import ceil_count, dur
+from scalectl.policies.core.constants import DEFAULT_HORIZON_S
 from scalectl.policies.schedule import active_window
 from scalectl.policies.spec import PredictivePolicy
 from scalectl.policies.types import Decision, PolicyInput
-
-DEFAULT_LEAD_TIME_S = 300.0
 
 
 def lead_time_of(spec: PredictivePolicy, boot_time: float | None) -> float:
     """The configured lead time, else the measured boot time, else 5 minutes."""
     if spec.lead_time is not None:
         return spec.lead_time
-    return boot_time if boot_time is not None else DEFAULT_LEAD_TIME_S
+    return boot_time if boot_time is not None else DEFAULT_HORIZON_S
 
 
 OPENED = "schedule.opened"  # the start of the latest window the plan opened ahead of

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from scalectl.policies.boot import BOOT_QUANTILE
 from scalectl.policies.core.constants import KNEE_SHARE
 from scalectl.sizing.engine import launched_engine
 from scalectl.sizing.errors import SizingError
@@ -46,9 +47,6 @@ def compute_prior(serving: ServingSpec, gpu: str, gpu_count: int) -> float | Non
     except (SizingError, UnknownGpu, ValueError, OSError):
         return None
     return 1.0 / engine.prefill_s_per_token
-
-
-BOOT_QUANTILE = 0.9  # the boot horizon is the boot path's high percentile, as measured boots are read (boot.py)
 
 
 @lru_cache(maxsize=256)

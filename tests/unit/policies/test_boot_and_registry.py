@@ -7,7 +7,8 @@ import typing
 import pytest
 
 from scalectl.policies import boot
-from scalectl.policies.predictive import DEFAULT_LEAD_TIME_S, lead_time_of
+from scalectl.policies.core.constants import DEFAULT_HORIZON_S
+from scalectl.policies.predictive import lead_time_of
 from scalectl.policies.registry import KINDS, kind_of
 from scalectl.policies.spec import PolicySpec
 from scalectl.tiers.config import ConfigError, parse_config
@@ -34,7 +35,7 @@ def test_lead_time_is_the_configured_one_else_the_measured_boot_else_five_minute
     measured = spec(kind="predictive", schedule=window)
     assert lead_time_of(configured, 200.0) == 600  # type: ignore[arg-type]
     assert lead_time_of(measured, 200.0) == 200  # type: ignore[arg-type]
-    assert lead_time_of(measured, None) == DEFAULT_LEAD_TIME_S  # type: ignore[arg-type]
+    assert lead_time_of(measured, None) == DEFAULT_HORIZON_S  # type: ignore[arg-type]
 
 
 def test_the_registry_covers_every_kind_of_the_spec_union() -> None:
