@@ -32,6 +32,7 @@ SERVICE_HALF_LIFE_S = 600.0  # the measured service time follows a new traffic m
 SERVICE_DRIFT = 0.25  # the requests prior follows the service time once it has moved this far
 SERVICE_MIN_FINISHED = 100.0  # requests finished (fading) before a service time is believed: a fresh window misleads
 _SVC_BUSY, _SVC_DONE, _SVC_T, _SVC_REF = "svc.busy", "svc.done", "svc.t", "svc.ref"
+_TPR_REF = "tpr.ref"  # tokens computed per request, moved only past SERVICE_DRIFT (as the service time)
 
 
 def tail_ttft(rules: ReactiveRules, signals: Signals) -> tuple[float | None, str]:
@@ -53,7 +54,8 @@ def computed_tokens(signals: Signals) -> float | None:
 
 
 def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
-    signals, learned = inp.signals, _observe_service(inp.state.learned, inp.now, inp.signals)
+    signals = inp.signals
+    learned = _observe_tokens_per_request(_observe_service(inp.state.learned, inp.now, signals), signals)
     core = inp.state.core if inp.state.core is not None else CoreState()
     tick_s = inp.now - core.last_t if core.last_t is not None and inp.now > core.last_t else None
     readings = _readings(rules, inp, learned, tick_s)
@@ -125,6 +127,15 @@ def _readings(
     else:
         req_prior = in_flight_prior / svc
         req_how = f"{num(round(in_flight_prior, 1))} in flight ÷ {dur(svc)} service"
+        per_request_ref = learned.get(_TPR_REF)
+        if rules.capacity is None and inp.compute_prior is not None and per_request_ref:
+            # the engine computes only so many tokens: long prompts bind it long before the sequence slots do
+            by_compute = inp.compute_prior * KNEE_SHARE / per_request_ref
+            if by_compute < req_prior:
+                req_prior = by_compute
+                req_how = (
+                    f"{num(round(inp.compute_prior * KNEE_SHARE))} tokens/s ÷ {num(round(per_request_ref))} per request"
+                )
     requests = Reading("requests", "req/s", signals.arrivals, req_prior, req_how, backlog=signals.requests_waiting)
     # Until a service time is measured (or where the source gives no finishes) the level in flight stands in.
     rates = (requests, in_flight) if req_prior is None and level is not None else (requests,)
@@ -151,6 +162,19 @@ def _readings(
         else signals.requests_waiting * per_request,
     )
     return (*rates, tokens)
+
+
+def _observe_tokens_per_request(learned: dict[str, float], signals: Signals) -> dict[str, float]:
+    """The tokens one request costs the engine (computed tokens ÷ requests, per second), kept as a reference
+    that moves only past ``SERVICE_DRIFT``: the requests prior is bound by it, and a prior that moved with
+    every tick's mix would restart what capacity has learned each time."""
+    tokens, requests = computed_tokens(signals), signals.request_rate
+    if not tokens or not requests:
+        return learned
+    per_request, ref = tokens / requests, learned.get(_TPR_REF)
+    if ref is not None and abs(math.log(per_request / ref)) <= math.log(1 + SERVICE_DRIFT):
+        return learned
+    return {**learned, _TPR_REF: round(per_request, 1)}
 
 
 def _observe_service(learned: Mapping[str, float], now: float, signals: Signals) -> dict[str, float]:
