@@ -148,18 +148,30 @@ class InstanceRepository:
 
     def held_ids(self, keys: Iterable[str]) -> dict[str, str | None]:
         """For each of ``keys`` with a live row, the provider id that row holds (None: none adopted yet), as
-        stored now: garbage collection keeps that instance and no other under the key."""
-        self.flush()
+        stored now, with this unit's own changes: garbage collection keeps that instance and no other under
+        the key."""
         wanted = set(keys)
         kept = self._kept_live_rows()
         if kept is not None:  # a sole writer's kept rows hold the answer (the query cost a quarter of a busy slice)
-            return {row[_KEY_AT]: row[_PROVIDER_ID_AT] for row in kept if row[_KEY_AT] in wanted}
-        # One read of every live row's (key, provider id) on the session's connection: the keys asked are
-        # nearly all of them (every listed instance under a live key), where one IN query per 500 keys
-        # through the ORM built and bound 20 statements a tick at 10,000 instances.
-        query = select(InstanceRecord.key, InstanceRecord.provider_id).where(InstanceRecord.state.in_(LIVE_STATES))
-        rows = self._session.connection().execute(query).all()
-        return {key: provider_id for key, provider_id in rows if key in wanted}
+            held = {row[_KEY_AT]: row[_PROVIDER_ID_AT] for row in kept if row[_KEY_AT] in wanted}
+        else:
+            # One read of every live row's (key, provider id) on the session's connection: the keys asked are
+            # nearly all of them (every listed instance under a live key), where one IN query per 500 keys
+            # through the ORM built and bound 20 statements a tick at 10,000 instances.
+            query = select(InstanceRecord.key, InstanceRecord.provider_id).where(InstanceRecord.state.in_(LIVE_STATES))
+            rows = self._session.connection().execute(query).all()
+            held = {key: provider_id for key, provider_id in rows if key in wanted}
+        # This unit's entities as a flush would store them, laid over the rows instead of flushing first: a
+        # flush compares every tracked entity (7–9 ms at 10,000), and the commit after garbage collection
+        # flushes anyway.
+        for key, (inst, _stored) in self._tracked.items():
+            if key not in wanted:
+                continue
+            if inst.state in LIVE:
+                held[key] = inst.provider_id
+            else:
+                held.pop(key, None)
+        return held
 
     def stored_states(self, keys: Iterable[str]) -> dict[str, str]:
         """The state of each of ``keys`` that a stored row (live or ended) has, as stored now — rows other
