@@ -1,0 +1,157 @@
+"""The daemon's plain GET for /metrics: one connection per scrape, h11 reading the answer, against a local
+server that answers with canned bytes (lengths, chunks, gzip, errors, early closes, not HTTP at all)."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import httpx
+import pytest
+
+from scalectl.clocks import FakeClock
+from scalectl.sources.plain_get import Answer, GetError, Target, get
+from scalectl.sources.vllm_scraper import VllmScraper
+
+METRICS = b'# HELP vllm:num_requests_running Running.\nvllm:num_requests_running{model_name="m"} 3.0\n'
+
+
+class _Canned:
+    """A loopback server that reads one request and answers with ``reply(request)``, then closes."""
+
+    def __init__(self, reply: Callable[[bytes], bytes]) -> None:
+        self.reply = reply
+        self.requests: list[bytes] = []
+        self.port = 0
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        request = await reader.readuntil(b"\r\n\r\n")
+        self.requests.append(request)
+        writer.write(self.reply(request))
+        await writer.drain()
+        writer.close()
+
+
+Serve = Callable[[Callable[[bytes], bytes]], Awaitable[_Canned]]
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Serve]:
+    servers: list[asyncio.Server] = []
+
+    async def start(reply: Callable[[bytes], bytes]) -> _Canned:
+        canned = _Canned(reply)
+        server = await asyncio.start_server(canned._serve, "127.0.0.1", 0)
+        canned.port = server.sockets[0].getsockname()[1]
+        servers.append(server)
+        return canned
+
+    yield start
+    for server in servers:
+        server.close()
+        await server.wait_closed()
+
+
+def _answer(body: bytes, *headers: str, status: str = "200 OK") -> bytes:
+    head = [f"HTTP/1.1 {status}", *headers]
+    if not any(h.lower().startswith(("content-length", "transfer-encoding")) for h in headers):
+        head.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def _chunked(body: bytes, size: int = 10) -> bytes:
+    parts = [body[i : i + size] for i in range(0, len(body), size)]
+    return b"".join(f"{len(p):x}\r\n".encode() + p + b"\r\n" for p in parts) + b"0\r\n\r\n"
+
+
+async def _get(canned: _Canned, path: str = "/metrics") -> Answer:
+    return await get(Target.of(f"http://127.0.0.1:{canned.port}{path}", {"Accept": "text/plain"}))
+
+
+async def test_the_request_asks_once_for_the_body_as_it_is_and_closes(serve: Serve) -> None:
+    canned = await serve(lambda _: _answer(METRICS, "Content-Type: text/plain; version=0.0.4; charset=utf-8"))
+    answer = await _get(canned, "/metrics?x=1")
+    assert answer.status == 200 and answer.text() == METRICS.decode()
+    (request,) = canned.requests
+    lines = request.decode().split("\r\n")
+    assert lines[0] == "GET /metrics?x=1 HTTP/1.1"
+    assert f"host: 127.0.0.1:{canned.port}" in [line.lower() for line in lines]
+    assert "connection: close" in [line.lower() for line in lines]
+    assert not any(line.lower().startswith("accept-encoding") for line in lines)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(_answer(_chunked(METRICS), "Transfer-Encoding: chunked"), id="chunked"),
+        pytest.param(_answer(gzip.compress(METRICS), "Content-Encoding: gzip"), id="gzip"),
+        pytest.param(
+            _answer(_chunked(gzip.compress(METRICS)), "Transfer-Encoding: chunked", "Content-Encoding: gzip"),
+            id="chunked gzip",
+        ),
+        pytest.param(b"HTTP/1.1 100 Continue\r\n\r\n" + _answer(METRICS), id="after a 100 Continue"),
+    ],
+)
+async def test_bodies_in_every_framing_read_the_same(serve: Serve, reply: bytes) -> None:
+    canned = await serve(lambda _: reply)
+    assert (await _get(canned)).body == METRICS
+
+
+@pytest.mark.parametrize(
+    ("reply", "said"),
+    [
+        pytest.param(_answer(b"", "Content-Length: 500") + METRICS, "closed", id="closed mid-body"),
+        pytest.param(b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "not HTTP", id="not HTTP"),
+        pytest.param(b"", "closed", id="closed before answering"),
+        pytest.param(_answer(b"\x1f\x8bnot gzip", "Content-Encoding: gzip"), "gzip", id="bad gzip"),
+        pytest.param(_answer(METRICS, "Content-Encoding: br"), "was not asked for", id="unasked encoding"),
+    ],
+)
+async def test_a_broken_answer_is_an_error_naming_what_broke(serve: Serve, reply: bytes, said: str) -> None:
+    canned = await serve(lambda _: reply)
+    with pytest.raises(GetError, match=said):
+        await _get(canned)
+
+
+async def test_a_refused_connection_is_an_os_error() -> None:
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    server.close()
+    await server.wait_closed()
+    with pytest.raises(OSError):
+        await get(Target.of(f"http://127.0.0.1:{port}/metrics", {}))
+
+
+def test_only_http_and_https_are_scraped() -> None:
+    with pytest.raises(GetError, match="unsupported scheme 'ftp'"):
+        Target.of("ftp://10.0.0.1/metrics", {})
+    assert Target.of("https://example.test/metrics", {}).port == 443
+    assert Target.of("http://[::1]:8000/metrics", {}).host == "::1"
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("text/plain; version=0.0.4", b"vllm:num_requests_running 3\n"),
+        ("text/plain; version=0.0.4; charset=utf-8", b"vllm:num_requests_running 3\n"),
+        ('text/plain; charset="UTF-8"', "caf\xe9 \ufeff\n".encode()),
+        ("text/plain; charset=latin-1", 'model_name="caf\xe9"\n'.encode("latin-1")),
+        ("text/plain; charset=no-such-codec", b"ok\n"),
+        ("text/plain", b"bad \xff byte\n"),
+        ("", "\ufeffBOM kept as httpx keeps it\n".encode()),
+    ],
+)
+def test_text_is_what_httpx_gives(content_type: str, body: bytes) -> None:
+    headers = {"content-type": content_type} if content_type else {}
+    assert Answer(200, content_type, body).text() == httpx.Response(200, headers=headers, content=body).text
+
+
+async def test_the_scraper_reads_plain_and_names_a_bad_status(serve: Serve) -> None:
+    good = await serve(lambda _: _answer(METRICS, "Content-Type: text/plain"))
+    bad = await serve(lambda _: _answer(b"down", status="503 Service Unavailable"))
+    async with httpx.AsyncClient() as client:
+        scraper = VllmScraper(client, FakeClock(), timeout=2.0, plain=True)
+        ok, failed = await scraper.scrape([f"127.0.0.1:{good.port}", f"127.0.0.1:{bad.port}"])
+    assert ok.snapshot is not None and ok.snapshot.running == 3.0
+    assert failed.snapshot is None and failed.error == "/metrics answered HTTP 503"
