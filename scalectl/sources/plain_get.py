@@ -24,7 +24,11 @@ _MAX_BODY = 64 * 1024 * 1024  # a /metrics body is 30–60 KiB; a server that se
 
 
 class GetError(Exception):
-    """The GET failed before a whole answer arrived (refused, reset, closed early, not HTTP)."""
+    """The GET failed before a whole answer arrived (closed early, not HTTP, a body we cannot read)."""
+
+
+class ConnectError(GetError):
+    """No connection to the server (refused, unreachable, no such host)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,17 +161,20 @@ class Target:
 
 
 async def get(target: Target, tls: ssl.SSLContext | None = None) -> Answer:
-    """The answer to one GET; raises ``GetError`` or ``OSError`` (the caller bounds the time)."""
+    """The answer to one GET; raises ``GetError`` (the caller bounds the time)."""
     loop = asyncio.get_running_loop()
     done: asyncio.Future[Answer] = loop.create_future()
     context = (tls or ssl.create_default_context()) if target.tls else None
-    transport, _ = await loop.create_connection(
-        lambda: _Exchange(target.request, done),
-        target.host,
-        target.port,
-        ssl=context,
-        server_hostname=target.host if context is not None else None,
-    )
+    try:
+        transport, _ = await loop.create_connection(
+            lambda: _Exchange(target.request, done),
+            target.host,
+            target.port,
+            ssl=context,
+            server_hostname=target.host if context is not None else None,
+        )
+    except OSError as exc:  # named as httpx named it, so a log or an alert reads the same as before
+        raise ConnectError(str(exc) or type(exc).__name__) from exc
     try:
         return await done
     finally:

@@ -4,14 +4,17 @@ server that answers with canned bytes (lengths, chunks, gzip, errors, early clos
 from __future__ import annotations
 
 import asyncio
+import datetime
 import gzip
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 
 import httpx
 import pytest
 
 from scalectl.clocks import FakeClock
-from scalectl.sources.plain_get import Answer, GetError, Target, get
+from scalectl.sources.plain_get import Answer, ConnectError, GetError, Target, get
 from scalectl.sources.vllm_scraper import VllmScraper
 
 METRICS = b'# HELP vllm:num_requests_running Running.\nvllm:num_requests_running{model_name="m"} 3.0\n'
@@ -114,12 +117,12 @@ async def test_a_broken_answer_is_an_error_naming_what_broke(serve: Serve, reply
         await _get(canned)
 
 
-async def test_a_refused_connection_is_an_os_error() -> None:
+async def test_a_refused_connection_is_a_connect_error() -> None:
     server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     server.close()
     await server.wait_closed()
-    with pytest.raises(OSError):
+    with pytest.raises(ConnectError, match="Connect call failed"):
         await get(Target.of(f"http://127.0.0.1:{port}/metrics", {}))
 
 
@@ -150,8 +153,62 @@ def test_text_is_what_httpx_gives(content_type: str, body: bytes) -> None:
 async def test_the_scraper_reads_plain_and_names_a_bad_status(serve: Serve) -> None:
     good = await serve(lambda _: _answer(METRICS, "Content-Type: text/plain"))
     bad = await serve(lambda _: _answer(b"down", status="503 Service Unavailable"))
+    closed = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    gone = closed.sockets[0].getsockname()[1]
+    closed.close()
+    await closed.wait_closed()
     async with httpx.AsyncClient() as client:
         scraper = VllmScraper(client, FakeClock(), timeout=2.0, plain=True)
-        ok, failed = await scraper.scrape([f"127.0.0.1:{good.port}", f"127.0.0.1:{bad.port}"])
+        ok, failed, refused = await scraper.scrape(
+            [f"127.0.0.1:{good.port}", f"127.0.0.1:{bad.port}", f"127.0.0.1:{gone}"]
+        )
     assert ok.snapshot is not None and ok.snapshot.running == 3.0
     assert failed.snapshot is None and failed.error == "/metrics answered HTTP 503"
+    assert refused.snapshot is None and (refused.error or "").startswith("ConnectError: ")
+
+
+def _self_signed(tmp: Path) -> tuple[Path, Path]:
+    x509 = pytest.importorskip("cryptography.x509")
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp / "cert.pem", tmp / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_file, key_file
+
+
+async def test_https_is_read_and_its_certificate_checked(tmp_path: Path) -> None:
+    cert_file, key_file = _self_signed(tmp_path)
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert_file, key_file)
+    canned = _Canned(lambda _: _answer(METRICS))
+    server = await asyncio.start_server(canned._serve, "127.0.0.1", 0, ssl=server_tls)
+    port = server.sockets[0].getsockname()[1]
+    target = Target.of(f"https://localhost:{port}/metrics", {})
+    try:
+        trusting = ssl.create_default_context(cafile=str(cert_file))
+        assert (await get(target, trusting)).body == METRICS
+        with pytest.raises(ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            await get(target)  # the system's authorities do not know a self-signed certificate
+    finally:
+        server.close()
+        await server.wait_closed()
