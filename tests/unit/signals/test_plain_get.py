@@ -12,9 +12,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scalectl.clocks import FakeClock
-from scalectl.sources.plain_get import Answer, ConnectError, GetError, Target, get
+from scalectl.sources.plain_get import Answer, ConnectError, GetError, Target, get, read_answer
 from scalectl.sources.vllm_scraper import VllmScraper
 
 METRICS = b'# HELP vllm:num_requests_running Running.\nvllm:num_requests_running{model_name="m"} 3.0\n'
@@ -212,3 +214,88 @@ async def test_https_is_read_and_its_certificate_checked(tmp_path: Path) -> None
     finally:
         server.close()
         await server.wait_closed()
+
+
+def _h11_reads(data: bytes) -> tuple[int, str, bytes]:
+    """What h11 (the yardstick) reads of ``data`` as the answer to a GET."""
+    import h11
+
+    conn = h11.Connection(h11.CLIENT)
+    conn.send(h11.Request(method="GET", target="/metrics", headers=[("Host", "a")]))
+    conn.send(h11.EndOfMessage())
+    conn.receive_data(data)
+    conn.receive_data(b"")
+    status, content_type, body = 0, "", b""
+    while not isinstance(event := conn.next_event(), h11.EndOfMessage):
+        if isinstance(event, h11.Response):
+            status = event.status_code
+            content_type = dict(event.headers).get(b"content-type", b"").decode("latin-1")
+        elif isinstance(event, h11.Data):
+            body += event.data
+        assert event is not h11.NEED_DATA
+    return status, content_type, body
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    body=st.binary(max_size=3000),
+    status=st.sampled_from(["200 OK", "404 Not Found", "503 Service Unavailable", "200"]),
+    framing=st.sampled_from(["length", "chunked", "close"]),
+    chunk=st.integers(1, 700),
+    content_type=st.sampled_from(["", "text/plain; version=0.0.4; charset=utf-8"]),
+    continued=st.booleans(),
+    extension=st.sampled_from(["", ";name=value", " "]),
+    trailer=st.sampled_from(["", "X-Trailer: 1\r\n"]),
+)
+def test_the_answer_is_read_as_h11_reads_it(
+    body: bytes,
+    status: str,
+    framing: str,
+    chunk: int,
+    content_type: str,
+    continued: bool,
+    extension: str,
+    trailer: str,
+) -> None:
+    head = [f"HTTP/1.1 {status}", "Server: uvicorn", "date: Sat, 28 Nov 2026 17:00:00 GMT"]
+    if content_type:
+        head.append(f"Content-Type:  {content_type} ")
+    if framing == "length":
+        head.append(f"Content-Length: {len(body)}")
+        payload = body
+    elif framing == "chunked":
+        head.append("Transfer-Encoding: chunked")
+        parts = [body[i : i + chunk] for i in range(0, len(body), chunk)]
+        payload = b"".join(f"{len(p):X}{extension}\r\n".encode() + p + b"\r\n" for p in parts)
+        payload += f"0{extension}\r\n{trailer}\r\n".encode()
+    else:
+        head.append("Connection: close")
+        payload = body
+    data = ("\r\n".join(head) + "\r\n\r\n").encode() + payload
+    if continued:
+        data = b"HTTP/1.1 100 Continue\r\n\r\n" + data
+    answer = read_answer(data)
+    assert (answer.status, answer.content_type, answer.body) == _h11_reads(data)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabc",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcdef\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -3\r\n\r\nabc",
+        b"HTTP/1.1 200 OK\r\nBad Header\r\n\r\n",
+        b"HTTP/1.1 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\n",
+    ],
+)
+def test_what_h11_refuses_is_an_error(data: bytes) -> None:
+    import h11
+
+    with pytest.raises(h11.RemoteProtocolError):
+        _h11_reads(data)
+    with pytest.raises(GetError):
+        read_answer(data)
