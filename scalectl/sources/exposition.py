@@ -244,7 +244,11 @@ class _Builder:
                 return None
             common = set(bounds) if common is None else common & set(bounds)
         shared = tuple(sorted(common or ()))
-        cumulative = tuple(sum(b[x] for b in series) for x in shared)
+        if len(series) == 1:  # one engine (the usual server): its counts, as the sum of one would give them
+            only = series[0]
+            cumulative = tuple(0.0 + only[x] for x in shared)
+        else:
+            cumulative = tuple(sum(b[x] for b in series) for x in shared)
         return Histogram(shared, cumulative, self.hist_sums.get(key))
 
     def build(self) -> VllmSnapshot:
