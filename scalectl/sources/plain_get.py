@@ -227,11 +227,16 @@ class Target:
 
     @classmethod
     def of(cls, url: str, headers: dict[str, str]) -> Target:
-        parsed = httpx.URL(url)
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            raise GetError(f"bad URL: {exc}") from None
         if parsed.scheme not in ("http", "https"):
             raise GetError(f"unsupported scheme {parsed.scheme!r}: use http:// or https://")
         tls = parsed.scheme == "https"
         port = parsed.port or (443 if tls else 80)
+        if not 0 < port < 65536:
+            raise GetError(f"port {port} is out of range (1–65535)")
         fields = [("Host", parsed.netloc.decode("ascii")), *headers.items(), ("Connection", "close")]
         head = [f"GET {parsed.raw_path.decode('ascii')} HTTP/1.1", *(f"{k}: {v}" for k, v in fields)]
         return cls(parsed.host, port, tls, ("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))

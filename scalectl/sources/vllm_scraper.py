@@ -1,6 +1,7 @@
-"""Scrape ``/metrics`` from many vLLM servers at once: one shared client, a semaphore bounding concurrency,
-a deadline per request (not counting the wait for a slot), and one retry when a kept-alive connection was
-closed under us. Never raises: each endpoint ends with a snapshot or an error line."""
+"""Scrape ``/metrics`` from many vLLM servers at once: a plain GET each (``plain_get``) or requests through a
+client given, a semaphore bounding concurrency, a deadline per request (not counting the wait for a slot),
+and, through a client, one retry when a kept-alive connection was closed under us. Never raises: each
+endpoint ends with a snapshot or an error line."""
 
 from __future__ import annotations
 

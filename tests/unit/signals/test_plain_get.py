@@ -131,6 +131,8 @@ async def test_a_refused_connection_is_a_connect_error() -> None:
 def test_only_http_and_https_are_scraped() -> None:
     with pytest.raises(GetError, match="unsupported scheme 'ftp'"):
         Target.of("ftp://10.0.0.1/metrics", {})
+    with pytest.raises(GetError, match="port 99999 is out of range"):
+        Target.of("http://10.0.0.1:99999/metrics", {})
     assert Target.of("https://example.test/metrics", {}).port == 443
     assert Target.of("http://[::1]:8000/metrics", {}).host == "::1"
 
