@@ -1,19 +1,23 @@
 """Reconcile tick cost at fleet scale: N instances across 100 tiers on the simulated cloud.
 
 Measures CPU time (process_time) per steady-state tick, the figure that bounds how large a fleet one
-daemon can run at a 5 s tick. From the repository root (project installed, or PYTHONPATH=.):
-    python bench/bench_tick.py [1000 10000]
+daemon can run at a 5 s tick. The garbage collector runs with the daemon's threshold
+(``scalectl.controller.collector``); ``--python-gc`` keeps Python's default. From the repository root
+(project installed, or PYTHONPATH=.):
+    python bench/bench_tick.py [--python-gc] [1000 10000]
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import statistics
 import sys
 import tempfile
 import time
 
 from scalectl.clocks import FakeClock
+from scalectl.controller.collector import set_daemon_threshold
 from scalectl.controller.reconciler.loop import Reconciler
 from scalectl.controller.store.db import make_engine
 from scalectl.controller.store.migrate import upgrade
@@ -85,7 +89,13 @@ async def run(total: int, ticks: int) -> dict[str, float]:
 
 
 def main() -> None:
-    sizes = [int(a) for a in sys.argv[1:]] or [1000, 10000]
+    args = sys.argv[1:]
+    if "--python-gc" in args:
+        args.remove("--python-gc")
+    else:
+        set_daemon_threshold()  # as `scalectl daemon` runs
+    print(f"garbage collector thresholds: {gc.get_threshold()}")
+    sizes = [int(a) for a in args] or [1000, 10000]
     print(f"{'instances':>10} {'launch tick cpu':>16} {'steady tick cpu (median)':>25} {'max':>8} {'wall':>8}")
     for total in sizes:
         r = asyncio.run(run(total, ticks=5))

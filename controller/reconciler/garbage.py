@@ -54,19 +54,17 @@ async def collect_garbage(
 ) -> int:
     """Deletes the unexplained instances (``live_keys``: the keys of every live row, read before the
     listings) and the duplicates due; returns how many deletes succeeded."""
-    listed = [
-        (name, inst)
-        for name, listing in seen.items()
-        for inst in listing.values()
-        if inst.key and inst.status not in ENDED
-    ]
-    unknown = [(name, inst) for name, inst in listed if inst.key not in live_keys]
+    unknown: list[Found] = []
+    held: list[Found] = []  # under a live row's key
+    for name, listing in seen.items():  # one pass over the listings (every instance of a large fleet)
+        for inst in listing.values():
+            if inst.key and inst.status not in ENDED:
+                (held if inst.key in live_keys else unknown).append((name, inst))
     keys = [inst.key or "" for _, inst in unknown]
     stored = await tick.db.run(tick.uow.instances.stored_states, keys) if unknown else {}
     # A live row another daemon stored after `live_keys` was read (before its create) makes it no garbage.
     unknown = [(name, inst) for name, inst in unknown if stored.get(inst.key or "") not in LIVE_STATES]
     known_ended = set(stored)
-    held = [(name, inst) for name, inst in listed if inst.key in live_keys]
     holds = await tick.db.run(tick.uow.instances.held_ids, [inst.key or "" for _, inst in held]) if held else {}
     # A row that holds no instance yet adopts one this tick or the next: nothing under its key is a duplicate.
     doubled = [(n, i) for n, i in held if holds.get(i.key or "") not in (None, i.provider_id)]

@@ -200,6 +200,8 @@ class Reconciler:
     ) -> FleetBudget:
         """This tick's fleet budget: what bills now (this tick's instances, and ``others``: the tiers other
         daemons act on), and each tier's unmet floor held at catalogue price."""
+        if cap is None:  # no cap: nothing reads what bills (two passes over every instance, each tick)
+            return FleetBudget(None, 0.0)
         spend = sum(i.billing_per_hour for insts in grouped.values() for i in insts)
         spend += sum(share.spend for share in others.values())
         reserved = {}

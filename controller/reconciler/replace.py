@@ -57,6 +57,9 @@ def hand_backs(
     fallback — the costliest ready on-demand instance (a hand-back to spot). That instance retires; with
     nothing left to replace, the surge simply joins the tier."""
     ready = InstanceState.READY
+    surges = sorted((i for i in instances if i.surge and i.state is ready), key=lambda i: i.created_at)
+    if not surges:  # the usual case: nothing hands back, and the tick asks for every tier
+        return []
     old = [
         i
         for i in sorted(instances, key=lambda i: i.created_at)
@@ -75,7 +78,4 @@ def hand_backs(
         key=lambda i: (-i.price_per_hour, -i.created_at),
     )
     replaceable = old + fallbacks
-    return [
-        HandBack(surge, replaceable.pop(0) if replaceable else None)
-        for surge in sorted((i for i in instances if i.surge and i.state is ready), key=lambda i: i.created_at)
-    ]
+    return [HandBack(surge, replaceable.pop(0) if replaceable else None) for surge in surges]

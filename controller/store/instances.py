@@ -96,7 +96,10 @@ class InstanceRepository:
     def __init__(self, session: Session, live_rows: LiveRowsCache | None = None):
         self._session = session
         self._live_rows = live_rows
-        self._tracked: dict[str, tuple[Instance, tuple[Any, ...] | None]] = {}  # key -> (entity, stored facts)
+        # key -> entity, and key -> the facts last stored for it (None: not stored yet). Two dicts, not one of
+        # pairs: a pair per instance was 10,000 more objects a tick for the garbage collector to follow.
+        self._entities: dict[str, Instance] = {}
+        self._stored: dict[str, tuple[Any, ...] | None] = {}
         self.wrote = False  # a flush sent rows since the unit of work last committed
 
     def live(self, tiers: Collection[str] | None = None) -> list[Instance]:
@@ -104,12 +107,14 @@ class InstanceRepository:
         so far."""
         self.flush()
         found = []
+        entities, stored = self._entities, self._stored
         for row in self._live_row_facts(tiers):
-            tracked = self._tracked.get(row[_KEY_AT])
-            if tracked is None:
-                inst = from_facts(row)
-                tracked = self._tracked[inst.key] = (inst, _values(inst))
-            found.append(tracked[0])
+            key = row[_KEY_AT]
+            inst = entities.get(key)
+            if inst is None:
+                inst = entities[key] = from_facts(row)
+                stored[key] = _values(inst)
+            found.append(inst)
         return found
 
     def _live_row_facts(self, tiers: Collection[str] | None) -> list[Any]:
@@ -144,22 +149,35 @@ class InstanceRepository:
         return shares
 
     def add(self, inst: Instance) -> None:
-        self._tracked[inst.key] = (inst, None)
+        self._entities[inst.key] = inst
+        self._stored[inst.key] = None
 
     def held_ids(self, keys: Iterable[str]) -> dict[str, str | None]:
         """For each of ``keys`` with a live row, the provider id that row holds (None: none adopted yet), as
-        stored now: garbage collection keeps that instance and no other under the key."""
-        self.flush()
+        stored now, with this unit's own changes: garbage collection keeps that instance and no other under
+        the key."""
         wanted = set(keys)
         kept = self._kept_live_rows()
         if kept is not None:  # a sole writer's kept rows hold the answer (the query cost a quarter of a busy slice)
-            return {row[_KEY_AT]: row[_PROVIDER_ID_AT] for row in kept if row[_KEY_AT] in wanted}
-        # One read of every live row's (key, provider id) on the session's connection: the keys asked are
-        # nearly all of them (every listed instance under a live key), where one IN query per 500 keys
-        # through the ORM built and bound 20 statements a tick at 10,000 instances.
-        query = select(InstanceRecord.key, InstanceRecord.provider_id).where(InstanceRecord.state.in_(LIVE_STATES))
-        rows = self._session.connection().execute(query).all()
-        return {key: provider_id for key, provider_id in rows if key in wanted}
+            held = {row[_KEY_AT]: row[_PROVIDER_ID_AT] for row in kept if row[_KEY_AT] in wanted}
+        else:
+            # One read of every live row's (key, provider id) on the session's connection: the keys asked are
+            # nearly all of them (every listed instance under a live key), where one IN query per 500 keys
+            # through the ORM built and bound 20 statements a tick at 10,000 instances.
+            query = select(InstanceRecord.key, InstanceRecord.provider_id).where(InstanceRecord.state.in_(LIVE_STATES))
+            rows = self._session.connection().execute(query).all()
+            held = {key: provider_id for key, provider_id in rows if key in wanted}
+        # This unit's entities as a flush would store them, laid over the rows instead of flushing first: a
+        # flush compares every tracked entity (7–9 ms at 10,000), and the commit after garbage collection
+        # flushes anyway.
+        for key, inst in self._entities.items():
+            if key not in wanted:
+                continue
+            if inst.state in LIVE:
+                held[key] = inst.provider_id
+            else:
+                held.pop(key, None)
+        return held
 
     def stored_states(self, keys: Iterable[str]) -> dict[str, str]:
         """The state of each of ``keys`` that a stored row (live or ended) has, as stored now — rows other
@@ -175,8 +193,10 @@ class InstanceRepository:
     def flush(self) -> None:
         inserts: list[dict[str, Any]] = []
         updates: list[dict[str, Any]] = []  # by primary key: {"key": ..., changed columns}
-        for key, (inst, stored) in self._tracked.items():
+        last = self._stored
+        for key, inst in self._entities.items():
             now = _values(inst)
+            stored = last[key]
             if now == stored:
                 continue
             if stored is None:
@@ -184,7 +204,7 @@ class InstanceRepository:
             else:
                 changed = {name: new for name, new, old in zip(_FIELDS, now, stored, strict=True) if new != old}
                 updates.append({"key": key, **_stored(changed)})
-            self._tracked[key] = (inst, now)
+            last[key] = now
         if inserts:
             self._session.execute(insert(InstanceRecord), inserts)
         if updates:  # executemany, grouped by the set of changed columns

@@ -58,7 +58,7 @@ class InstanceEvent:
     message: str
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Instance:
     """One machine we asked for. The intent (with its key) is stored before the provider is called."""
 

@@ -55,7 +55,12 @@ _IDENTITY_LABELS = frozenset({"model_name", "engine", "le", "finished_reason"})
 WANTED_SAMPLES = frozenset(_GAUGES) | frozenset(_COUNTERS) | frozenset(_HISTOGRAM_SAMPLES)
 
 _WANTED_ORDER = tuple(sorted(WANTED_SAMPLES))
-_AFTER_NAME = ("{", " ", "\t")
+# A wanted name at the start of a line, followed by its labels or a blank (a longer name sharing the prefix
+# is not it); longest names first, so that no name stops inside another. The newline before it is a literal
+# the scan jumps between (``_FIRST_LINE`` reads the text's first line, which has none).
+_NAMES = "|".join(re.escape(n) for n in sorted(WANTED_SAMPLES, key=len, reverse=True))
+_SAMPLE_LINE = re.compile(rf"\n(({_NAMES})[{{ \t][^\n]*)")
+_FIRST_LINE = re.compile(rf"(({_NAMES})[{{ \t][^\n]*)")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\\n]|\\.)*)"\s*(?:,|$)')
 _ESCAPE = re.compile(r"\\[\\\"n]")
 _ESCAPES = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
@@ -105,29 +110,18 @@ def _parse_value(text: str, line: str) -> float:
         raise ExpositionError(f"bad sample value {text!r} in line {line[:120]!r}") from None
 
 
-def _first_line_of(text: str, name: str) -> int:
-    """Where the first sample line of ``name`` starts, or -1."""
-    n = len(name)
-    pos = 0 if text.startswith(name) else text.find("\n" + name) + 1 or -1
-    while pos != -1 and text[pos + n : pos + n + 1] not in _AFTER_NAME:
-        found = text.find("\n" + name, pos + n)  # a longer name sharing the prefix: look further
-        pos = -1 if found == -1 else found + 1
-    return pos
-
-
 def _wanted_lines(text: str) -> Iterable[tuple[str, str]]:
-    """(name, line) for the samples we read. The text format puts all lines of a metric in one group, so for
-    each name: one ``find`` for its first line, then walk the following lines while they carry that name."""
-    size = len(text)
+    """(name, line) for every sample line we read, by name (in ``_WANTED_ORDER``), then in text order. One
+    regular-expression scan finds them all: every line of a name, not only its first run (prometheus_client
+    writes a histogram's series one after another, each with its own ``_count`` and ``_sum`` between)."""
+    found: dict[str, list[str]] = {}
+    first = _FIRST_LINE.match(text)
+    for match in itertools.chain((first,) if first else (), _SAMPLE_LINE.finditer(text)):
+        line, name = match.groups()
+        found.setdefault(name, []).append(line)
     for name in _WANTED_ORDER:
-        n = len(name)
-        pos = _first_line_of(text, name)
-        while pos != -1 and pos < size and text.startswith(name, pos) and text[pos + n : pos + n + 1] in _AFTER_NAME:
-            end = text.find("\n", pos)
-            if end == -1:
-                end = size
-            yield name, text[pos:end]
-            pos = end + 1
+        for line in found.get(name, ()):
+            yield name, line
 
 
 class _LabelCache:
@@ -250,7 +244,11 @@ class _Builder:
                 return None
             common = set(bounds) if common is None else common & set(bounds)
         shared = tuple(sorted(common or ()))
-        cumulative = tuple(sum(b[x] for b in series) for x in shared)
+        if len(series) == 1:  # one engine (the usual server): its counts, as the sum of one would give them
+            only = series[0]
+            cumulative = tuple(0.0 + only[x] for x in shared)
+        else:
+            cumulative = tuple(sum(b[x] for b in series) for x in shared)
         return Histogram(shared, cumulative, self.hist_sums.get(key))
 
     def build(self) -> VllmSnapshot:

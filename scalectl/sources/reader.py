@@ -79,7 +79,8 @@ class SignalReader:
         self._owns_client = client is None
         transport = PerOriginTransport() if client is None else None
         self._client = client or httpx.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False)
-        self._scraper = VllmScraper(self._client, clock, timeout=timeout, concurrency=concurrency, transport=transport)
+        # Its own client: scrapes go plain (``plain_get``); a client given (tests) is used as it is.
+        self._scraper = VllmScraper(self._client, clock, timeout=timeout, concurrency=concurrency, plain=client is None)
         self._prometheus = PrometheusSource(self._client, timeout=timeout)
         self._backoff = Backoff(clock, base=backoff_base, cap=backoff_cap)
         self._brokers: dict[tuple[str, str], _QueueReader] = {}

@@ -1,16 +1,19 @@
-"""Scrape ``/metrics`` from many vLLM servers at once: one shared client, a semaphore bounding concurrency,
-a deadline per request (not counting the wait for a slot), and one retry when a kept-alive connection was
-closed under us. Never raises: each endpoint ends with a snapshot or an error line."""
+"""Scrape ``/metrics`` from many vLLM servers at once: a plain GET each (``plain_get``) or requests through a
+client given, a semaphore bounding concurrency, a deadline per request (not counting the wait for a slot),
+and, through a client, one retry when a kept-alive connection was closed under us. Never raises: each
+endpoint ends with a snapshot or an error line."""
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import httpx
 
 from scalectl.clocks import Clock
+from scalectl.sources import plain_get
 from scalectl.sources.exposition import ExpositionError, parse_vllm_metrics
 from scalectl.sources.redact import mask_url, scrub
 from scalectl.sources.vllm_snapshot import VllmSnapshot
@@ -31,12 +34,16 @@ def endpoint_base(endpoint: str) -> str:
 
 _URLS_KEPT = 50_000
 _HEADERS = {"Accept": "text/plain", "Accept-Encoding": "gzip", "User-Agent": "scalectl"}
+# Plain scrapes ask for the body as it is: compressing 40 KiB costs the serving process (vLLM's API server,
+# often its busiest part) more than sending it, and uncompressing costs ours; 8 KB/s a server is no load.
+_PLAIN_HEADERS = {"Accept": "text/plain", "User-Agent": "scalectl"}
 
 
 class VllmScraper:
-    """``transport``, when given, is the shared client's own transport: scrapes then skip the client's
-    cookie, auth and redirect layers, which /metrics does not use and which cost more CPU than the request
-    itself at thousands of endpoints per tick."""
+    """``plain``: each scrape is one GET on its own connection (``plain_get``), not a request through
+    ``client``: httpx's models, httpcore's pools and asyncio's streams cost more CPU than the request itself
+    at thousands of endpoints per tick. The daemon scrapes so; a client given by the caller (tests, the
+    serving hooks) is used as it is."""
 
     def __init__(
         self,
@@ -45,15 +52,15 @@ class VllmScraper:
         *,
         timeout: float = 2.0,
         concurrency: int = 64,
-        transport: httpx.AsyncBaseTransport | None = None,
+        plain: bool = False,
     ):
         self._client = client
-        self._transport = transport
+        self._plain = plain
         self._clock = clock
         self._timeout = timeout
         self._slots = asyncio.Semaphore(concurrency)
-        self._timeouts = httpx.Timeout(timeout).as_dict()
-        self._urls: dict[str, httpx.URL] = {}  # parsed once per endpoint, not on every scrape
+        self._tls: ssl.SSLContext | None = None  # one for every https endpoint: building one costs milliseconds
+        self._targets: dict[str, plain_get.Target] = {}  # worked out once per endpoint, not on every scrape
 
     async def scrape(self, endpoints: Sequence[str], path: str = "/metrics") -> list[ScrapeResult]:
         return list(await asyncio.gather(*(self._one(e, path) for e in endpoints)))
@@ -68,7 +75,9 @@ class VllmScraper:
                 return ScrapeResult(endpoint, error=f"no answer within {self._timeout:g}s")
             except httpx.HTTPStatusError as exc:
                 return ScrapeResult(endpoint, error=f"{path} answered HTTP {exc.response.status_code}")
-            except (httpx.HTTPError, OSError) as exc:
+            except _HttpStatus as exc:
+                return ScrapeResult(endpoint, error=f"{path} answered HTTP {exc.status}")
+            except (httpx.HTTPError, plain_get.GetError, OSError) as exc:
                 detail = str(exc) or type(exc).__name__
                 return ScrapeResult(endpoint, error=f"{type(exc).__name__}: {scrub(detail, endpoint)}")
             read_at = self._clock.now()
@@ -78,23 +87,11 @@ class VllmScraper:
             return ScrapeResult(endpoint, error=f"bad {path}: {exc}")
 
     async def _get(self, url: str) -> str:
+        if self._plain:
+            return await self._get_plain(url)
         for attempt in (1, 2):
             try:
-                if self._transport is None:
-                    response = await self._client.get(url, headers=_HEADERS)
-                else:
-                    parsed = self._urls.get(url)
-                    if parsed is None:
-                        if len(self._urls) >= _URLS_KEPT:  # endpoints come and go: start again, as a cache may
-                            self._urls.clear()
-                        parsed = self._urls[url] = httpx.URL(url)
-                    request = httpx.Request("GET", parsed, headers=_HEADERS, extensions={"timeout": self._timeouts})
-                    response = await self._transport.handle_async_request(request)
-                    try:
-                        await response.aread()
-                    finally:
-                        await response.aclose()
-                    response.request = request
+                response = await self._client.get(url, headers=_HEADERS)
                 response.raise_for_status()
                 return _text(response)
             except httpx.RemoteProtocolError:
@@ -102,6 +99,25 @@ class VllmScraper:
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    async def _get_plain(self, url: str) -> str:
+        target = self._targets.get(url)
+        if target is None:
+            if len(self._targets) >= _URLS_KEPT:  # endpoints come and go: start again, as a cache may
+                self._targets.clear()
+            target = self._targets[url] = plain_get.Target.of(url, _PLAIN_HEADERS)
+        if target.tls and self._tls is None:
+            self._tls = ssl.create_default_context()
+        answer = await plain_get.get(target, self._tls)
+        if not 200 <= answer.status < 300:
+            raise _HttpStatus(answer.status)
+        return answer.text()
+
+
+class _HttpStatus(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
 
 
 def _text(response: httpx.Response) -> str:

@@ -110,3 +110,20 @@ def test_held_ids_read_what_is_stored_and_a_sole_writer_reads_them_from_the_kept
         reads = len(selects) - before
     assert held == {"a": "pa", "b": None}  # an ended row holds nothing; an unknown key is absent
     assert reads == (0 if sole_writer else 1)
+
+
+@pytest.mark.parametrize("sole_writer", [True, False])
+def test_held_ids_see_the_units_own_changes_without_writing_them(sole_writer: bool) -> None:
+    store = _store(sole_writer=sole_writer)
+    with store.unit_of_work() as uow:
+        for key in ("a", "b", "c"):
+            uow.instances.add(_intent(key))
+        uow.commit()
+    with store.unit_of_work() as uow:
+        a, _b, c = sorted(uow.instances.live(), key=lambda i: i.key)
+        a.provider_id = "pa"  # adopted this tick, not stored yet
+        c.end(InstanceState.FAILED, 5.0, "lost", "lost")
+        uow.instances.add(_intent("d"))  # a new intent, not stored yet
+        held = uow.instances.held_ids(["a", "b", "c", "d", "z"])
+        assert held == {"a": "pa", "b": None, "d": None}  # as a flush would store them
+        assert not uow.instances.wrote  # nothing was sent: the commit flushes once

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from sqlalchemy import select
 
 from scalectl.controller.store.db import make_engine
@@ -62,4 +64,4 @@ def test_the_row_and_the_entity_carry_the_same_facts() -> None:
     inst.start_draining(3.0, "scale in", interrupted=True, end_state=InstanceState.FAILED)
     back = to_entity(to_row(inst))
     assert back.state is InstanceState.DRAINING and back.end_state is InstanceState.FAILED
-    assert vars(back) == vars(inst)
+    assert dataclasses.asdict(back) == dataclasses.asdict(inst)

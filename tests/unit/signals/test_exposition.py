@@ -76,6 +76,31 @@ def test_engines_are_summed_and_kv_is_averaged() -> None:
         assert snap.ttft is not None and snap.ttft.cumulative == (6.0, 7.0)
 
 
+def test_engines_are_summed_as_prometheus_client_writes_them() -> None:
+    """prometheus_client writes a histogram's series one after another, each with its own _count and _sum
+    between them: every series is read, not only the first run of lines."""
+    body = (
+        "# HELP vllm:time_to_first_token_seconds ttft\n"
+        "# TYPE vllm:time_to_first_token_seconds histogram\n"
+        'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.5",model_name="m"} 1.0\n'
+        'vllm:time_to_first_token_seconds_bucket{engine="0",le="+Inf",model_name="m"} 1.0\n'
+        'vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 1.0\n'
+        'vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 0.2\n'
+        'vllm:time_to_first_token_seconds_bucket{engine="1",le="0.5",model_name="m"} 2.0\n'
+        'vllm:time_to_first_token_seconds_bucket{engine="1",le="+Inf",model_name="m"} 3.0\n'
+        'vllm:time_to_first_token_seconds_count{engine="1",model_name="m"} 3.0\n'
+        'vllm:time_to_first_token_seconds_sum{engine="1",model_name="m"} 2.5\n'
+        "# HELP vllm:num_requests_running running\n"
+        'vllm:num_requests_running{engine="0",model_name="m"} 3.0\n'
+        "# a comment between the series\n"
+        'vllm:num_requests_running{engine="1",model_name="m"} 4.0\n'
+    )
+    fast, reference = parse_vllm_metrics(body, 0.0), parse_vllm_metrics_reference(body, 0.0)
+    assert fast == reference
+    assert fast.ttft is not None and fast.ttft.cumulative == (3.0, 4.0) and fast.ttft.sum == pytest.approx(2.7)
+    assert fast.running == 7.0
+
+
 def test_breakdown_series_are_not_added_to_the_total() -> None:
     body = (
         'vllm:num_requests_waiting{engine="0",model_name="m"} 5.0\n'
