@@ -44,6 +44,12 @@ class Bins:
         first = min(self.counts, default=current)
         return first, [self.rate(i) for i in range(first, current)]
 
+    def last_complete(self, now: float) -> int:
+        """The index of the last bin ``series(now)`` returns (one before its first when it returns none),
+        without building it."""
+        current = math.floor(now / self.width)
+        return max(min(self.counts, default=current), current) - 1
+
     def to_dict(self) -> dict[str, Any]:
         return {"width": self.width, "keep": self.keep, "counts": {str(i): list(v) for i, v in self.counts.items()}}
 

@@ -78,9 +78,9 @@ def observe(
     state: PeriodState, bins: Bins, *, now: float, rate: float, horizon: float, grain: float, min_lag: int, label: str
 ) -> tuple[PeriodState, Forecast]:
     """Search again once a bin has completed; settle and file errors; forecast the rate at now + horizon."""
-    first, series = bins.series(now)
-    last = first + len(series) - 1
-    if state.checked != last:
+    last = bins.last_complete(now)
+    if state.checked != last:  # the series is built only then: most ticks complete no bin
+        first, series = bins.series(now)
         period, profile, note = _search(first, series, bins.width, grain, min_lag)
         state = PeriodState(period, profile, last, note, state.errors)
     errors = state.errors.settle(now, rate)
@@ -117,7 +117,9 @@ def _search(
     if known < MIN_HISTORY_BINS:
         return None, (), f"too little history: {known} of {MIN_HISTORY_BINS} bins of {dur(width)}"
     residuals = _detrended(series)
-    raw = {lag: _acf(residuals, lag) for lag in range(1, len(series) // MIN_CYCLES + 1)}
+    known_residuals = [r for r in residuals if r is not None]
+    var = math.fsum([r * r for r in known_residuals]) / len(known_residuals)  # the same at every lag
+    raw = {lag: _acf(residuals, lag, var) for lag in range(1, len(series) // MIN_CYCLES + 1)}
     scores = {
         lag: acf
         for lag, (acf, pairs) in raw.items()
@@ -148,13 +150,14 @@ def _detrended(series: list[float | None]) -> list[float | None]:
     return [None if v is None else v - my - slope * (i - mx) for i, v in enumerate(series)]
 
 
-def _acf(residuals: list[float | None], lag: int) -> tuple[float, int]:
-    """Autocorrelation at ``lag`` and the pairs it rests on (0.0 where it cannot be measured)."""
-    var = statistics.fmean(r * r for r in residuals if r is not None)
+def _acf(residuals: list[float | None], lag: int, var: float) -> tuple[float, int]:
+    """Autocorrelation at ``lag`` and the pairs it rests on (0.0 where it cannot be measured); ``var``: the
+    mean square of the known residuals. Means are ``math.fsum`` over lists, as ``statistics.fmean`` computes
+    them, without its wrapper around a generator (half of a policy's time in a simulated day)."""
     pairs = [a * b for a, b in zip(residuals, residuals[lag:], strict=False) if a is not None and b is not None]
     if var <= 0 or len(pairs) < 2:
         return 0.0, len(pairs)
-    return statistics.fmean(pairs) / var, len(pairs)
+    return math.fsum(pairs) / len(pairs) / var, len(pairs)
 
 
 def _profile(first: int, series: list[float | None], period: int) -> tuple[float, ...]:
