@@ -105,6 +105,8 @@ def _project(
 
 
 def _theil_sen(points: tuple[tuple[float, float], ...]) -> float:
-    return statistics.median(
-        (b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(points) for b in points[i + 1 :] if b[0] > a[0]
-    )
+    # The pairs' slopes as a list, one row at a time: a generator over every pair cost a quarter more.
+    slopes: list[float] = []
+    for i, (ta, ra) in enumerate(points):
+        slopes += [(rb - ra) / (tb - ta) for tb, rb in points[i + 1 :] if tb > ta]
+    return statistics.median(slopes)

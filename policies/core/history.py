@@ -25,7 +25,11 @@ class Bins:
         if not t1 > t0:
             return self
         last = math.floor(t1 / self.width)
-        out = {i: v for i, v in self.counts.items() if i > last - self.keep}
+        oldest = last - self.keep  # this bin and older ones go
+        if self.counts and min(self.counts) <= oldest:
+            out = {i: v for i, v in self.counts.items() if i > oldest}
+        else:  # most ticks drop no bin: a copy (in C) keeps the same bins in the same order
+            out = dict(self.counts)
         for i in range(max(math.floor(t0 / self.width), last - self.keep + 1), last + 1):
             covered = min(t1, (i + 1) * self.width) - max(t0, i * self.width)
             if covered > 0:

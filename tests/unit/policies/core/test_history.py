@@ -24,3 +24,12 @@ def test_last_complete_is_the_last_bin_of_the_series(spans: tuple[tuple[float, f
         bins = bins.add(t0, t1, 10.0)
     first, series = bins.series(now)
     assert bins.last_complete(now) == first + len(series) - 1
+
+
+def test_add_keeps_the_newest_bins_in_order_and_drops_the_rest() -> None:
+    bins = Bins(60.0, 5)
+    for k in range(12):  # 15 s ticks over three minutes...
+        bins = bins.add(15.0 * k, 15.0 * (k + 1), 1.0)
+    assert bins.counts == {0: (4.0, 60.0), 1: (4.0, 60.0), 2: (4.0, 60.0)}  # nothing to drop yet
+    bins = bins.add(180.0, 600.0, 7.0)  # ...then one reading over seven more: bins 0 to 5 go
+    assert list(bins.counts.items()) == [(6, (1.0, 60.0)), (7, (1.0, 60.0)), (8, (1.0, 60.0)), (9, (1.0, 60.0))]
