@@ -17,6 +17,7 @@ bins: it says so and stays out.
 from __future__ import annotations
 
 import math
+import operator
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -119,7 +120,8 @@ def _search(
     residuals = _detrended(series)
     known_residuals = [r for r in residuals if r is not None]
     var = math.fsum([r * r for r in known_residuals]) / len(known_residuals)  # the same at every lag
-    raw = {lag: _acf(residuals, lag, var) for lag in range(1, len(series) // MIN_CYCLES + 1)}
+    whole = known_residuals if len(known_residuals) == len(residuals) else None  # no bin unknown
+    raw = {lag: _acf(residuals, lag, var, whole) for lag in range(1, len(series) // MIN_CYCLES + 1)}
     scores = {
         lag: acf
         for lag, (acf, pairs) in raw.items()
@@ -150,10 +152,16 @@ def _detrended(series: list[float | None]) -> list[float | None]:
     return [None if v is None else v - my - slope * (i - mx) for i, v in enumerate(series)]
 
 
-def _acf(residuals: list[float | None], lag: int, var: float) -> tuple[float, int]:
+def _acf(residuals: list[float | None], lag: int, var: float, whole: list[float] | None) -> tuple[float, int]:
     """Autocorrelation at ``lag`` and the pairs it rests on (0.0 where it cannot be measured); ``var``: the
-    mean square of the known residuals. Means are ``math.fsum`` over lists, as ``statistics.fmean`` computes
-    them, without its wrapper around a generator (half of a policy's time in a simulated day)."""
+    mean square of the known residuals; ``whole``: the residuals when every bin is known. Means are
+    ``math.fsum`` over the products, as ``statistics.fmean`` computes them, without its wrapper around a
+    generator (half of a policy's time in a simulated day)."""
+    if whole is not None:  # every pair counts: the products in C, half the time of a filtered list
+        n = len(whole) - lag
+        if var <= 0 or n < 2:
+            return 0.0, max(n, 0)
+        return math.fsum(map(operator.mul, whole, whole[lag:])) / n / var, n
     pairs = [a * b for a, b in zip(residuals, residuals[lag:], strict=False) if a is not None and b is not None]
     if var <= 0 or len(pairs) < 2:
         return 0.0, len(pairs)
