@@ -156,7 +156,7 @@ def _acf(residuals: list[float | None], lag: int, var: float, whole: list[float]
     """Autocorrelation at ``lag`` and the pairs it rests on (0.0 where it cannot be measured); ``var``: the
     mean square of the known residuals; ``whole``: the residuals when every bin is known. Means are
     ``math.fsum`` over the products, as ``statistics.fmean`` computes them, without its wrapper around a
-    generator (half of a policy's time in a simulated day)."""
+    generator (that wrapper was a third of a policy's time in a simulated day)."""
     if whole is not None:  # every pair counts: the products in C, half the time of a filtered list
         n = len(whole) - lag
         if var <= 0 or n < 2:
