@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Insert, Table, Update, bindparam, insert, update
 from sqlalchemy.orm import Session, sessionmaker
@@ -19,13 +19,25 @@ from scalectl.controller.store.models import DecisionRecord, EventRecord, Policy
 from scalectl.domain.instance import InstanceEvent
 from scalectl.policies.types import PolicyState
 
+if TYPE_CHECKING:
+    from scalectl.controller.store.deferred_states import DeferredStates
+
 log = logging.getLogger("scalectl.reconciler")
 
 
 class UnitOfWork:
-    def __init__(self, sessions: sessionmaker[Session], live_rows: LiveRowsCache | None = None):
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        live_rows: LiveRowsCache | None = None,
+        deferred: DeferredStates | None = None,
+    ):
+        """``deferred``: a sole writer's policy states, handed over at commit instead of written (a unit of
+        work closed without committing drops its saves, as a rollback would)."""
         self._sessions = sessions
         self._live_rows = live_rows
+        self._deferred = deferred
+        self._saves: dict[str, tuple[PolicyState, int, float]] = {}  # policy states saved, for ``deferred``
         self._session: Session | None = None
         self._instances: InstanceRepository | None = None
         self._wrote = False  # a statement of this class's own (policy state, request counts) since the last commit
@@ -38,6 +50,7 @@ class UnitOfWork:
     def __exit__(self, *exc: object) -> None:
         assert self._session is not None
         self._session.close()  # anything not committed is rolled back
+        self._saves = {}
         self._session = self._instances = None
 
     @property
@@ -54,6 +67,10 @@ class UnitOfWork:
         """Store what the unit of work changed. With nothing to store (most ticks' first and last commits)
         there is no commit: nothing to make durable, and nothing for fencing to guard."""
         self.instances.flush()
+        if self._saves:
+            assert self._deferred is not None
+            self._deferred.committed(self._saves)
+            self._saves = {}
         session = self.session
         if not (self._wrote or self.instances.wrote or session.new or session.dirty or session.deleted):
             return
@@ -88,6 +105,9 @@ class UnitOfWork:
         )
 
     def save_policy_state(self, tier: str, state: PolicyState, desired: int, now: float) -> None:
+        if self._deferred is not None:
+            self._saves[tier] = (state, desired, now)
+            return
         save_policy_state(self.session, tier, state, desired, now)
         self._wrote = True
 

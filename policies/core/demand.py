@@ -33,6 +33,7 @@ from scalectl.policies.core.constants import (
     TREND_Z,
 )
 from scalectl.policies.core.forecast import ErrorTrack, Forecast
+from scalectl.policies.core.slopes import SlopeMemo
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +116,8 @@ def _project(
     return max(level, at_last + slope * (now - t_last + horizon)), f"rising {slope:.2g}/s"
 
 
+SLOPES = SlopeMemo()  # a memo of the last windows' sorted slopes: the same median, computed incrementally
+
+
 def _theil_sen(points: tuple[tuple[float, float], ...]) -> float:
-    return statistics.median(
-        (b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(points) for b in points[i + 1 :] if b[0] > a[0]
-    )
+    return SLOPES.median(points)

@@ -25,7 +25,11 @@ class Bins:
         if not t1 > t0:
             return self
         last = math.floor(t1 / self.width)
-        out = {i: v for i, v in self.counts.items() if i > last - self.keep}
+        oldest = last - self.keep  # this bin and older ones go
+        if self.counts and min(self.counts) <= oldest:
+            out = {i: v for i, v in self.counts.items() if i > oldest}
+        else:  # most ticks drop no bin: a copy (in C) keeps the same bins in the same order
+            out = dict(self.counts)
         for i in range(max(math.floor(t0 / self.width), last - self.keep + 1), last + 1):
             covered = min(t1, (i + 1) * self.width) - max(t0, i * self.width)
             if covered > 0:
@@ -43,6 +47,12 @@ class Bins:
         current = math.floor(now / self.width)
         first = min(self.counts, default=current)
         return first, [self.rate(i) for i in range(first, current)]
+
+    def last_complete(self, now: float) -> int:
+        """The index of the last bin ``series(now)`` returns (one before its first when it returns none),
+        without building it."""
+        current = math.floor(now / self.width)
+        return max(min(self.counts, default=current), current) - 1
 
     def to_dict(self) -> dict[str, Any]:
         return {"width": self.width, "keep": self.keep, "counts": {str(i): list(v) for i, v in self.counts.items()}}

@@ -422,6 +422,7 @@ class _Run:
         return sum(cloud.billed() for cloud in self.clouds.values())
 
     def _result(self, ticks: int, billed: float, billed_total: float) -> SimulationResult:
+        self.store.policy.write_deferred()  # the run's store holds each tier's last policy state
         report = build_report(self.fleet, self.workload.duration)
         report.rollouts = rollout_outcomes(self.fleet, self.rollouts.spans(), self.workload.duration)
         per_tier = self._billed_by_tier(self.workload.duration)

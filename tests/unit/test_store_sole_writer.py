@@ -38,3 +38,32 @@ def test_the_daemons_store_sees_other_writers_and_a_sole_writer_sees_its_own_cha
     _apply(sole, TWO)
     assert sole.rollouts.controls()["web"].generation == 2
     assert set(sole.config.active_tiers()) == {"web", "chat"}
+
+
+def _policy_rows(store: Store) -> list[tuple[str, int]]:
+    with store.engine.connect() as conn:
+        return [(t, d) for t, d in conn.exec_driver_sql("SELECT tier, desired FROM policy_state ORDER BY tier").all()]
+
+
+def test_a_sole_writer_writes_committed_policy_states_when_read_and_drops_uncommitted_ones() -> None:
+    from scalectl.policies.types import PolicyState
+
+    engine = make_engine("sqlite://")
+    migrate.upgrade(engine)
+    sole = Store(engine, sole_writer=True)
+    with sole.unit_of_work() as uow:
+        uow.save_policy_state("web", PolicyState(last_change=1.0), 2, 1.0)
+        uow.save_policy_state("web", PolicyState(last_change=2.0), 3, 2.0)  # the newest of a unit of work
+        uow.commit()
+    with sole.unit_of_work() as uow:
+        uow.save_policy_state("chat", PolicyState(), 9, 3.0)  # never committed: as a rollback, dropped
+    assert _policy_rows(sole) == []  # held, not written: nothing reads the table but the store itself
+    state, desired = sole.policy.states()["web"]  # a read writes what is held first
+    assert (state.last_change, desired) == (2.0, 3)
+    assert _policy_rows(sole) == [("web", 3)]
+
+    daemon = Store(engine)  # the daemon's store writes at commit
+    with daemon.unit_of_work() as uow:
+        uow.save_policy_state("chat", PolicyState(), 1, 4.0)
+        uow.commit()
+    assert _policy_rows(daemon) == [("chat", 1), ("web", 3)]

@@ -184,7 +184,8 @@ def test_a_restored_checkpoint_replays_the_same_stretch() -> None:
 
 
 def test_over_limit_finds_the_instances_one_at_a_time_would() -> None:
-    """All instances at once, against each instance's own sweep over its starts and finishes."""
+    """All instances at once, against each instance's own sweep over its starts and finishes (with the bound
+    that clears most instances before the sort: ends before starts, infinite ends, ties)."""
     profile = build_profile("H100-SXM5-80GB", "llama-3.1-8b")
     rng = np.random.default_rng(11)
     found = 0
@@ -209,7 +210,8 @@ def test_over_limit_finds_the_instances_one_at_a_time_would() -> None:
             if (np.cumsum(delta[order]).max() > profile.max_num_seqs
                     or np.cumsum(weight[order]).max() > profile.kv_capacity_tokens):  # fmt: skip
                 expected.append(slot)
-        assert _over_limit(profile, d, inst, maybe, candidates, 100.0, end, reserve) == expected
+        span = float(rng.choice([0.5, 5.0, 50.0]))  # where the bound's windows fall: any span finds the same
+        assert _over_limit(profile, d, inst, maybe, candidates, 100.0, span, end, reserve) == expected
         found += len(expected)
     assert found > 100  # the limits were reached often enough to mean something
 

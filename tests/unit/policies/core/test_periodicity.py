@@ -64,3 +64,18 @@ def test_a_window_that_reaches_no_burst_is_not_called_one() -> None:
     assert lull is not None and not lull.burst and lull.peak == 10.0
     due = burst_within(state, 60.0, now=600.0, horizon=180.0)  # phases 10–13: the burst at 12
     assert due is not None and due.burst and due.peak == 60.0 and due.due_in == 120.0
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_autocorrelation_of_a_series_with_every_bin_known_is_the_filtered_ones_to_the_last_bit(seed: int) -> None:
+    import math
+    import random
+
+    from scalectl.policies.core.periodicity import _acf
+
+    rng = random.Random(seed)
+    residuals: list[float | None] = [rng.gauss(0.0, 5.0) for _ in range(180)]
+    whole = [r for r in residuals if r is not None]
+    var = math.fsum(r * r for r in whole) / len(whole)
+    for lag in range(1, 61):
+        assert _acf(residuals, lag, var, whole) == _acf(residuals, lag, var, None)
