@@ -33,7 +33,6 @@ from scalectl.policies.core.constants import (
     TREND_Z,
 )
 from scalectl.policies.core.forecast import ErrorTrack, Forecast
-from scalectl.policies.core.slopes import SlopeMemo
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +115,9 @@ def _project(
     return max(level, at_last + slope * (now - t_last + horizon)), f"rising {slope:.2g}/s"
 
 
-SLOPES = SlopeMemo()  # a memo of the last windows' sorted slopes: the same median, computed incrementally
-
-
 def _theil_sen(points: tuple[tuple[float, float], ...]) -> float:
-    return SLOPES.median(points)
+    # The pairs' slopes as a list, one row at a time: a generator over every pair cost a quarter more.
+    slopes: list[float] = []
+    for i, (ta, ra) in enumerate(points):
+        slopes += [(rb - ra) / (tb - ta) for tb, rb in points[i + 1 :] if tb > ta]
+    return statistics.median(slopes)
