@@ -103,11 +103,14 @@ class DecidePhase:
         price: float | None,
         *,
         replacing: int = 0,
+        units: float | None = None,
     ) -> TierDecision:
         """``price``: $/hour of one more instance (``plan.instance_price``), what the budget cap divides by.
         ``replacing``: warned instances not replaced yet. They no longer count toward the tier, but the
-        policy sees the fleet as it was, so holding means replacing them now, not after its scale-out window."""
-        current = len(counted) + replacing
+        policy sees the fleet as it was, so holding means replacing them now, not after its scale-out window.
+        ``units``: a tier with variants, its counted and replacing instances in primary units; the policy
+        sees them rounded to whole instances (the reconciler applies its change to the exact figure)."""
+        current = len(counted) + replacing if units is None else round(units)
         state, last_desired = self._states.get(name, (PolicyState(), current))
         self._before[name] = (state, last_desired)
         try:
