@@ -247,7 +247,10 @@ class Reconciler:
         price = instance_price(name, tier, offers, self.backoffs, tick.now)
         counted, unreplaced = [i for i in instances if i.counted], unreplaced_notices(instances)
         units = self._units(tier, counted, unreplaced)
-        decision = self.decide.decide(tick, name, tier, counted, reading, price, replacing=len(unreplaced), units=units)
+        booting = self._units(tier, [i for i in counted if i.state is not InstanceState.READY], []) or 0.0
+        decision = self.decide.decide(
+            tick, name, tier, counted, reading, price, replacing=len(unreplaced), units=units, booting_units=booting
+        )
         decision = self.controls.apply(tick, name, tier, decision, price)
         avoid = offers_to_avoid(instances)
         # variants: the policy's change applies to the exact units (it saw them rounded), so a hold holds
