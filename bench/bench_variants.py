@@ -9,9 +9,10 @@ window `H100: 0`; instances already running keep running):
 - `+ A100×2, L40S×2`: the same tier with `variants: [{gpu: A100, gpu_count: 2}, {gpu: L40S, gpu_count: 2}]`
   (the issue's target); placement fills the capacity the decision core asks for with the cheapest
   capacity per dollar among what can be had;
-- `+ A100, L40S` (`--singles`): one-GPU variants, for the cost of the idle second GPU above (the 8B fits one).
+- `+ A100, L40S` (`--singles`): one-GPU variants, for the cost of the idle second GPU above (the 8B fits one);
+- `H100, no shortage`: the same day with H100s to be had, for reference.
 
-    python bench/bench_variants.py                      # seed 1, 4 h from 07:00, shortage 1 h - 3 h
+    python bench/bench_variants.py                      # seed 1, 4 h from 07:00, shortage 0.5 h - 2.5 h
     python bench/bench_variants.py --seed 3 --hours 5 --shortage-from 1.5h --singles --json /tmp/v.json
 
 Prints one row per fleet: requests, SLO met (share of requests whose TTFT is within the target), cost $,
@@ -48,10 +49,13 @@ SINGLES = {"+ A100, L40S": [{"gpu": "A100-80GB-PCIe"}, {"gpu": "L40S-48GB"}]}
 SLO_GOAL = 0.995
 
 
+NO_SHORTAGE = "H100, no shortage"  # the same day with H100s to be had: what the day costs when nothing is short
+
+
 def _files(
     seed: int, scale: str | float, hours: float, start: float, length: float, variants: list[dict[str, Any]]
 ) -> tuple[str, str]:
-    """The shape's tiers file (with ``variants``) and its workload with the H100 shortage."""
+    """The shape's tiers file (with ``variants``) and its workload with the H100 shortage (none: ``length`` 0)."""
     shape = generate("business-day", seed, scale, "h100-8b", hours=hours)
     tiers = yaml.safe_load(shape.tiers_yaml)
     workload = yaml.safe_load(shape.workload_yaml)
@@ -59,8 +63,9 @@ def _files(
         if variants:
             tier["variants"] = variants
     # no new H100 in any region while the shortage lasts; what runs keeps running
-    window = {"from": f"{start:g}s", "until": f"{start + length:g}s", "on-demand": 0}
-    workload.setdefault("cloud", {}).setdefault("capacity", {})[SHORT_OF] = window
+    if length > 0:
+        window = {"from": f"{start:g}s", "until": f"{start + length:g}s", "on-demand": 0}
+        workload.setdefault("cloud", {}).setdefault("capacity", {})[SHORT_OF] = window
     return yaml.safe_dump(tiers, sort_keys=False), yaml.safe_dump(workload, sort_keys=False)
 
 
@@ -69,7 +74,8 @@ def run(
 ) -> list[dict[str, Any]]:
     rows = []
     for label, variants in fleets.items():
-        tiers_text, workload_text = _files(seed, scale, hours, start, length, variants)
+        short = 0.0 if label == NO_SHORTAGE else length
+        tiers_text, workload_text = _files(seed, scale, hours, start, short, variants)
         config = parse_config(tiers_text, f"{label} tiers")
         workload = parse_workload(workload_text, f"{label} workload")
         began = time.perf_counter()
@@ -103,13 +109,13 @@ def main(argv: list[str] | None = None) -> int:
         "--scale", default="8", help="bench/shapes scale: small, medium, large, or instances aimed at the peak (8)"
     )
     parser.add_argument("--hours", type=float, default=4.0, help="run length from 07:00 local (default 4)")
-    parser.add_argument("--shortage-from", default="1h", help="when no new H100 can be had (after the start)")
+    parser.add_argument("--shortage-from", default="30m", help="when no new H100 can be had (after the start)")
     parser.add_argument("--shortage-for", default="2h", help="how long it lasts (default 2h)")
     parser.add_argument("--singles", action="store_true", help="also one-GPU variants (A100, L40S)")
     parser.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = parser.parse_args(argv)
     start, length = parse_duration(args.shortage_from), parse_duration(args.shortage_for)
-    fleets = {**FLEETS, **(SINGLES if args.singles else {})}
+    fleets = {**FLEETS, **(SINGLES if args.singles else {}), NO_SHORTAGE: []}
     scale = args.scale if args.scale in ("small", "medium", "large") else float(args.scale)
     rows = run(args.seed, scale, args.hours, start, length, fleets)
     print(f"business-day {args.scale} h100-8b seed {args.seed}, {args.hours:g} h from 07:00; no new {SHORT_OF} "
@@ -121,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['fleet']:<18} {r['requests']:>9,} {pct(r['slo_met']):>8} {p99:>9} {r['cost']:>8.2f} "
               f"{r['gpu_hours']:>6.1f} {r['peak_ready']:>5}  {_mix(r['variants'])}")  # fmt: skip
     base = rows[0]["cost"]
-    for r in rows[1:]:
+    for r in rows[1:-1]:
         print(f"{r['fleet']}: cost ×{r['cost'] / base:.2f} the H100-only fleet's "
               f"(${r['cost'] - base:+.2f}), SLO {pct(r['slo_met'])} vs {pct(rows[0]['slo_met'])}")  # fmt: skip
     if args.json is not None:

@@ -30,9 +30,12 @@ class Create:
     placement: placement.Placement
     surge: bool = False  # an extra instance that replaces a fallback one once it is ready
     fill: bool = False  # a member for the tier's warm pool: boots once, then stops (pool.py)
+    why: str | None = None  # the reason, when it is none of the usual ones
 
     @property
     def reason(self) -> str:
+        if self.why is not None:
+            return self.why
         if self.fill:
             return "fill the warm pool"
         if self.placement.fallback:
@@ -133,9 +136,13 @@ def plan_tier(
             plan.notes.append(Note(name, DISRUPTION_WINDOW, f"scale-in to {desired} waits: {window}"))
         return plan
     plan = plan_rebalance(name, tier, instances, offers, backoffs, now, fleet=fleet)
-    if plan.rebalances or rollout is None:
+    if plan.rebalances:
         return plan
-    return plan_rollout(name, tier, instances, rollout, offers, backoffs, now, fleet=fleet)
+    if rollout is not None:
+        plan = plan_rollout(name, tier, instances, rollout, offers, backoffs, now, fleet=fleet)
+        if plan.rebalances or drifted(instances, rollout.current_hash):
+            return plan
+    return plan_upgrade(name, tier, instances, offers, backoffs, now, fleet=fleet)
 
 
 def _disruption_room(tier: TierSpec, instances: Sequence[Instance], counted: int, now: float) -> tuple[int, str | None]:
@@ -324,6 +331,51 @@ def plan_rebalance(
             fleet.add(chosen.price_per_hour)
             plan.rebalances.append(Create(name, chosen, surge=True))
     return plan
+
+
+UPGRADE_MARGIN = 0.10  # a variant is swapped for better capacity per dollar only when it saves at least this
+
+
+def plan_upgrade(
+    name: str,
+    tier: TierSpec,
+    instances: Sequence[Instance],
+    offers: Sequence[Offer],
+    backoffs: Backoffs,
+    now: float,
+    *,
+    fleet: FleetBudget | None = None,
+) -> Plan:
+    """A tier with variants at its size whose fleet runs capacity dearer per unit than placement can buy now
+    (a shortage of the better GPU is over): one surge instance of the best buy; once ready it joins the tier
+    (``replace.hand_backs``) and scale-in retires the dearest per unit down to the desired size. Only while
+    the dearer ready instances hold at least the surge's units (else the swap would grow the fleet), one at
+    a time, and within ``max`` (in units) and the budgets."""
+    if not tier.variants or any(i.surge for i in instances):
+        return Plan()
+    units = scale.units_of(tier)
+    ready = [i for i in instances if i.state is InstanceState.READY and not i.surge]
+    if len(ready) < len(scale.counted(instances)):
+        return Plan()  # something still boots: let the fleet settle first
+    held = scale.total([i for i in instances if i.state is not InstanceState.STOPPED], units)
+    plan = plan_creates(name, tier, instances, 0.001, offers, backoffs, now, surge=True, fleet=FleetBudget(None, 0.0))
+    if not plan.creates:
+        return Plan()
+    best = plan.creates[0].placement
+    if held + best.units > tier.max + scale.EPS:
+        return Plan()
+    dearer = [i for i in ready if i.price_per_hour / units(i) > best.per_unit * (1 + UPGRADE_MARGIN)]
+    if scale.total(dearer, units) < best.units - scale.EPS:
+        return Plan()
+    shared = fleet or FleetBudget(None, 0.0)
+    spend = sum(i.billing_per_hour for i in instances)
+    limit = shared.budget_for(name, tier.budget_per_hour, spend)
+    if limit is not None and spend + best.price_per_hour > limit + 1e-9:
+        return Plan()
+    shared.add(best.price_per_hour)
+    worst = max(i.price_per_hour / units(i) for i in dearer)
+    why = f"surge: {best.offer.gpu} at ${best.per_unit:.2f}/h per unit replaces capacity at up to ${worst:.2f}/h"
+    return Plan(rebalances=[Create(name, best, surge=True, why=why)])
 
 
 def hand_back_budget(tier: TierSpec, instances: Sequence[Instance], now: float) -> tuple[int, str | None]:

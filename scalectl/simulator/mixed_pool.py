@@ -40,7 +40,7 @@ def weighted_least_connections(busy: np.ndarray, weights: np.ndarray, n: int) ->
     if rest > 0:  # the remainder to the largest fractions (ties: the first pools)
         take[np.argsort(-(share - take), kind="stable")[:rest]] += 1
     elif rest < 0:
-        for i in np.argsort(-take, kind="stable")[: -rest]:
+        for i in np.argsort(-take, kind="stable")[:-rest]:
             take[i] -= 1
     out = np.zeros(weights.shape[0], dtype=np.int64)
     out[on] = take
