@@ -10,11 +10,12 @@ from scalectl.controller.reconciler.backoffs import Backoffs
 from scalectl.controller.reconciler.decide import PolicyRunner
 from scalectl.controller.reconciler.loop import Reconciler
 from scalectl.controller.reconciler.placement import UnavailableOffers, ranked_offers
-from scalectl.controller.reconciler.plan import instance_price, plan_tier
+from scalectl.controller.reconciler.plan import Create, instance_price, plan_tier
 from scalectl.controller.store.db import make_engine
 from scalectl.controller.store.models import Base
 from scalectl.controller.store.repository import Store
 from scalectl.domain.instance import Instance, InstanceState
+from scalectl.policies.types import Decision, PolicyInput
 from scalectl.providers.base import Capacity, Offer
 from scalectl.providers.registry import ProviderConfig
 from scalectl.providers.simulated import SimulatedCloud
@@ -102,3 +103,50 @@ async def test_no_capacity_on_the_best_variant_fails_over_to_the_next() -> None:
     assert sum(tier_.capacity_units(i.gpu, i.gpu_count) for i in live) >= 2.0 - 1e-6  # the floor, in units
     kinds = [e.kind for e in store.records.events(tier="t")]
     assert "no-capacity" in kinds
+
+
+async def test_the_policy_sees_the_fleet_and_its_booting_part_in_primary_units() -> None:
+    seen: list[tuple[int, int]] = []
+
+    def decide(_policy: object, inp: PolicyInput, _bounds: object, _external: object) -> Decision:
+        seen.append((inp.current, inp.booting))
+        return Decision(2, "wants 2", inp.state)
+
+    clock = FakeClock()
+    options = {"provision_delay_min": 600.0, "provision_delay_max": 600.0, "regions": ["r1"]}
+    cloud = SimulatedCloud(ProviderConfig(name="simulated", type="simulated", options=options), clock)
+    cloud.set_capacity(H100, 0, capacity=Capacity.ON_DEMAND)  # only L40S pairs to be had
+    store = Store(make_engine("sqlite://"))
+    Base.metadata.create_all(store.engine)
+    text = tiers_yaml(
+        {"t": tier(H100, max=20, policy=min_floor(0), variants=VARIANTS, serving={"max_model_len": 5120})}
+    )
+    store.config.apply(parse_config(text, "t"), text, "t", clock.now())
+    reconciler = Reconciler(store, {"simulated": cloud}, StaticSignals(clock), clock, policy=PolicyRunner(decide))
+    await reconciler.tick()
+    clock.advance(5)
+    report = await reconciler.tick()
+    with store.unit_of_work() as uow:
+        pairs = [i for i in uow.instances.live() if i.gpu == L40S]
+    assert len(pairs) == 8  # two H100s' worth of L40S pairs, all still booting
+    assert seen[-1] == (2, 2)  # not 8 instances, 8 of them booting
+    assert report.tiers["t"].launched == 0  # a hold holds: 2 wanted, 2.1 units there
+
+
+def test_after_a_shortage_the_dearer_variant_is_swapped_for_the_better_buy() -> None:
+    tier_ = _tier(max=40, policy=min_floor(1))
+    fleet = [_inst("h1", H100, 1, 2.40)] + [_inst(f"l{n}", L40S, 2, 1.44) for n in range(4)]
+    offers = [_offer(H100, 1, 2.40), _offer(L40S, 2, 1.44)]
+    units = 1 + 4 * tier_.capacity_units(L40S, 2)
+    plan = plan_tier("t", tier_, fleet, units, "hold", offers, Backoffs(), 0.0)
+    (step,) = plan.rebalances
+    assert isinstance(step, Create) and step.surge and step.placement.offer.gpu == H100
+    assert "replaces capacity at up to" in step.reason
+    # not while the dearer part is smaller than what the swap brings (the fleet would grow), nor twice at once
+    few = [_inst("h1", H100, 1, 2.40), _inst("l0", L40S, 2, 1.44)]
+    assert not plan_tier("t", tier_, few, 1 + tier_.capacity_units(L40S, 2), "hold", offers, Backoffs(), 0.0).rebalances
+    surging = [*fleet, _inst("s", H100, 1, 2.40)]
+    surging[-1].surge = True
+    assert not plan_tier("t", tier_, surging, units, "hold", offers, Backoffs(), 0.0).rebalances
+    plain = tier_spec(H100, max=40, policy=min_floor(1))  # without variants: nothing of the kind
+    assert not plan_tier("t", plain, [_inst("h1", H100, 1, 2.40)], 1, "hold", offers, Backoffs(), 0.0).rebalances
