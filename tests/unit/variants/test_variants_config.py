@@ -86,3 +86,12 @@ def test_vllm_args_prints_a_variants_command_line(tmp_path: Path) -> None:
     assert "--tensor-parallel-size 2" in result.output and "--kv-cache-dtype fp8" in result.output
     missing = CliRunner().invoke(app, ["vllm-args", "-f", str(path), "--tier", "chat", "--variant", "B200"])
     assert missing.exit_code == 2 and "no variant on B200-192GB" in missing.output
+
+
+def test_simulate_refuses_it_naming_the_tiers_file(tmp_path: Path) -> None:
+    tiers, workload = tmp_path / "tiers.yaml", tmp_path / "w.yaml"
+    tiers.write_text(_text([{"gpu": "A100"}]), encoding="utf-8")
+    workload.write_text("duration: 10m\ntiers: {chat: {kind: poisson, rate: 5, ttft_target: 500ms}}\n")
+    result = CliRunner().invoke(app, ["simulate", "-f", str(tiers), "-w", str(workload)])
+    assert result.exit_code == 2
+    assert f'{tiers}: tier "chat": variants[0] (1× A100-80GB-PCIe) cannot hold the model' in result.output
