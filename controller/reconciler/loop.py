@@ -209,8 +209,14 @@ class Reconciler:
         reserved = {}
         for name, tier in tiers.items():
             share = others.get(name)
-            counted = share.counted if share is not None else sum(1 for i in grouped.get(name, []) if i.counted)
-            missing = max(0, tier.min - counted)
+            mine = grouped.get(name, [])
+            if share is not None:
+                counted: float = share.counted
+            elif tier.variants:  # the floor is in primary units
+                counted = scale.total([i for i in mine if i.counted], scale.units_of(tier))
+            else:
+                counted = sum(1 for i in mine if i.counted)
+            missing = max(0.0, tier.min - counted)
             price = tier.catalogue_price_per_hour()
             if missing and price:
                 reserved[name] = missing * price
