@@ -347,35 +347,51 @@ def plan_upgrade(
     fleet: FleetBudget | None = None,
 ) -> Plan:
     """A tier with variants at its size whose fleet runs capacity dearer per unit than placement can buy now
-    (a shortage of the better GPU is over): one surge instance of the best buy; once ready it joins the tier
-    (``replace.hand_backs``) and scale-in retires the dearest per unit down to the desired size. Only while
-    the dearer ready instances hold at least the surge's units (else the swap would grow the fleet), one at
-    a time, and within ``max`` (in units) and the budgets."""
+    (a shortage of the better GPU is over): surge instances of the best buy; once ready each joins the tier
+    (``replace.hand_backs``) and scale-in retires the dearest per unit down to the desired size. As many at
+    once as the tier's hand-back budget allows (``hand_back_budget``: a quarter of the fleet by default, at
+    least ``max_surge``), only as many units as the dearer ready instances hold (else the swap would grow the
+    fleet), once the fleet has settled, and within ``max`` (in units) and the budgets."""
     if not tier.variants or any(i.surge for i in instances):
         return Plan()
     units = scale.units_of(tier)
-    ready = [i for i in instances if i.state is InstanceState.READY and not i.surge]
+    ready = [i for i in instances if i.state is InstanceState.READY]
     if len(ready) < len(scale.counted(instances)):
         return Plan()  # something still boots: let the fleet settle first
+    allowed, window = hand_back_budget(tier, instances, now)
+    room = allowed - voluntary_disruptions(instances)
+    if room < 1:
+        return Plan(notes=[Note(name, DISRUPTION_WINDOW, f"swap to a better buy waits: {window}")] if window else [])
     held = scale.total([i for i in instances if i.state is not InstanceState.STOPPED], units)
-    plan = plan_creates(name, tier, instances, 0.001, offers, backoffs, now, surge=True, fleet=FleetBudget(None, 0.0))
-    if not plan.creates:
+    probe = plan_creates(name, tier, instances, 0.001, offers, backoffs, now, surge=True, fleet=FleetBudget(None, 0.0))
+    if not probe.creates:
         return Plan()
-    best = plan.creates[0].placement
-    if held + best.units > tier.max + scale.EPS:
-        return Plan()
+    best = probe.creates[0].placement
     dearer = [i for i in ready if i.price_per_hour / units(i) > best.per_unit * (1 + UPGRADE_MARGIN)]
-    if scale.total(dearer, units) < best.units - scale.EPS:
+    swappable = min(scale.total(dearer, units), tier.max - held)
+    if swappable < best.units - scale.EPS:
         return Plan()
+    wanted = plan_creates(
+        name, tier, instances, swappable, offers, backoffs, now, surge=True, fleet=FleetBudget(None, 0.0)
+    )
     shared = fleet or FleetBudget(None, 0.0)
     spend = sum(i.billing_per_hour for i in instances)
-    limit = shared.budget_for(name, tier.budget_per_hour, spend)
-    if limit is not None and spend + best.price_per_hour > limit + 1e-9:
-        return Plan()
-    shared.add(best.price_per_hour)
     worst = max(i.price_per_hour / units(i) for i in dearer)
-    why = f"surge: {best.offer.gpu} at ${best.per_unit:.2f}/h per unit replaces capacity at up to ${worst:.2f}/h"
-    return Plan(rebalances=[Create(name, best, surge=True, why=why)])
+    plan, took = Plan(), 0.0
+    for create in wanted.creates[:room]:
+        chosen = create.placement
+        limit = shared.budget_for(name, tier.budget_per_hour, spend)
+        if chosen.per_unit > best.per_unit + 1e-9 or took + chosen.units > swappable + scale.EPS:
+            break  # only the best buy, and no more than the dearer capacity it replaces
+        if limit is not None and spend + chosen.price_per_hour > limit + 1e-9:
+            break
+        why = (
+            f"surge: {chosen.offer.gpu} at ${chosen.per_unit:.2f}/h per unit replaces capacity at up to ${worst:.2f}/h"
+        )
+        plan.rebalances.append(Create(name, chosen, surge=True, why=why))
+        spend, took = spend + chosen.price_per_hour, took + chosen.units
+        shared.add(chosen.price_per_hour)
+    return plan
 
 
 def hand_back_budget(tier: TierSpec, instances: Sequence[Instance], now: float) -> tuple[int, str | None]:

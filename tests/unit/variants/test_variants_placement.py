@@ -142,6 +142,10 @@ def test_after_a_shortage_the_dearer_variant_is_swapped_for_the_better_buy() -> 
     (step,) = plan.rebalances
     assert isinstance(step, Create) and step.surge and step.placement.offer.gpu == H100
     assert "replaces capacity at up to" in step.reason
+    # a larger fleet swaps several at once, within the hand-back budget (a quarter of 13 instances: 3)
+    big = [_inst("h1", H100, 1, 2.40)] + [_inst(f"l{n}", L40S, 2, 1.44) for n in range(12)]
+    many = plan_tier("t", tier_, big, 1 + 12 * tier_.capacity_units(L40S, 2), "hold", offers, Backoffs(), 0.0)
+    assert [c.placement.offer.gpu for c in many.rebalances if isinstance(c, Create)] == [H100] * 3
     # not while the dearer part is smaller than what the swap brings (the fleet would grow), nor twice at once
     few = [_inst("h1", H100, 1, 2.40), _inst("l0", L40S, 2, 1.44)]
     assert not plan_tier("t", tier_, few, 1 + tier_.capacity_units(L40S, 2), "hold", offers, Backoffs(), 0.0).rebalances
