@@ -19,7 +19,6 @@ from scalectl.sizing.errors import SizingError, UnknownModel
 from scalectl.sizing.gpus import UnknownGpu, gpu_info, normalize_gpu
 from scalectl.sizing.models import lookup_model
 from scalectl.sizing.spec import ServingSpec
-from scalectl.sizing.variants import capacity_units
 from scalectl.sizing.vllm_args import tune_vllm_args
 from scalectl.sources.spec import SignalsSpec
 from scalectl.tiers.disruption import DisruptionWindow, parse_budget
@@ -226,6 +225,8 @@ class TierSpec(_Strict):
         cannot hold it would fail every launch placed on it."""
         if not self.variants:
             return
+        from scalectl.sizing.variants import capacity_units  # the engine model (numpy): only tiers with variants
+
         primary = (normalize_gpu(self.gpu), self.gpu_count)
         try:
             tune_vllm_args(self.serving, *primary)
@@ -273,6 +274,8 @@ class TierSpec(_Strict):
         gpu = _canonical(gpu)
         if not self.variants or (gpu, gpu_count) == self.hardware[0]:
             return 1.0
+        from scalectl.sizing.variants import capacity_units  # the engine model (numpy): only tiers with variants
+
         own, count = self.hardware[0]
         return capacity_units(self.serving, gpu, gpu_count, own, count)
 
