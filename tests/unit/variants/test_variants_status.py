@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from scalectl.cli.main import app
 from scalectl.controller.settings import Settings
 from scalectl.controller.store.models import InstanceRecord
 from scalectl.controller.store.open import open_store
@@ -41,3 +45,21 @@ def test_status_and_describe_show_the_mix(tmp_path: Path) -> None:
     assert {r["tier"]: r for r in fleet_status(fast)} == rows  # the sqlite3 path reads the same
     described = describe_tier(store, "chat", 10.0)
     assert sorted((i["gpu"], i["gpu_count"]) for i in described["instances"]) == [(H100, 1), (H100, 1), (L40S, 2)]
+
+
+def test_the_status_table_adds_a_variants_column_only_when_a_tier_has_variants(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCALECTL_DATABASE_URL", f"sqlite:///{tmp_path / 'scalectl.db'}")
+    store = open_store(Settings(database_url=f"sqlite:///{tmp_path / 'scalectl.db'}"))
+    plain = tiers_yaml({"plain": tier(H100, policy=min_floor(1))})
+    store.config.apply(parse_config(plain, "t"), plain, "t", 0.0)
+    before = CliRunner().invoke(app, ["status"])
+    assert "plain" in before.output and "variants" not in before.output
+    mixed = tiers_yaml({"chat": tier(H100, policy=min_floor(1), max=20, variants=[{"gpu": L40S, "gpu_count": 2}])})
+    store.config.apply(parse_config(mixed, "t"), mixed, "t", 0.0)
+    with store.sessions.begin() as s:
+        s.add_all([_row("l1", "chat", L40S, 2), _row("l2", "chat", L40S, 2), _row("h1", "chat", H100, 1)])
+    monkeypatch.setenv("COLUMNS", "250")  # one line per row
+    after = CliRunner().invoke(app, ["status"])
+    assert "variants" in after.output and f"2× {L40S} 2, {H100} 1" in after.output
