@@ -271,8 +271,10 @@ class TierSpec(_Strict):
     def capacity_units(self, gpu: str, gpu_count: int) -> float:
         """What one instance on ``gpu_count``× ``gpu`` is worth in instances of the tier's own hardware
         (``scalectl.sizing.variants``); 1.0 for a tier without variants, and for its own hardware."""
+        if not self.variants:  # the usual case, asked per offer and per instance every tick: nothing to look up
+            return 1.0
         gpu = _canonical(gpu)
-        if not self.variants or (gpu, gpu_count) == self.hardware[0]:
+        if (gpu, gpu_count) == self.hardware[0]:
             return 1.0
         from scalectl.sizing.variants import capacity_units  # the engine model (numpy): only tiers with variants
 
