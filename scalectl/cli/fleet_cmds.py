@@ -135,10 +135,14 @@ def register(app: typer.Typer) -> None:
             emit(data, output)
             return
         policy = spec.get("policy", {})
+        listed = spec.get("variants") or []
+        also = ", ".join(f"{v.get('gpu_count', 1)}× {v.get('gpu')}" for v in listed)
         typer.echo(
-            f"Tier {name}: {spec.get('capacity')} {spec.get('gpu')} "
+            f"Tier {name}: {spec.get('capacity')} {spec.get('gpu')}{f' (variants: {also})' if also else ''} "
             f"[min {spec.get('min')}, max {spec.get('max')}]  policy {policy.get('kind')}"
         )
+        if "variants" in status:
+            status = {**status, "variants": mix_text(status["variants"])}
         emit(status, Format.table, title="status")
         shown_signals = {f"{k} (at the {held_by[k]})" if k in held_by else k: v for k, v in signals.items()}
         emit(shown_signals or {"(no signals recorded yet)": ""}, Format.table, title="latest signals")

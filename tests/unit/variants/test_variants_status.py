@@ -63,3 +63,17 @@ def test_the_status_table_adds_a_variants_column_only_when_a_tier_has_variants(
     monkeypatch.setenv("COLUMNS", "250")  # one line per row
     after = CliRunner().invoke(app, ["status"])
     assert "variants" in after.output and f"2× {L40S} 2, {H100} 1" in after.output
+
+
+def test_describe_names_the_variants_and_the_mix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = f"sqlite:///{tmp_path / 'scalectl.db'}"
+    monkeypatch.setenv("SCALECTL_DATABASE_URL", url)
+    monkeypatch.setenv("COLUMNS", "250")
+    store = open_store(Settings(database_url=url))
+    mixed = tiers_yaml({"chat": tier(H100, policy=min_floor(1), max=20, variants=[{"gpu": L40S, "gpu_count": 2}])})
+    store.config.apply(parse_config(mixed, "t"), mixed, "t", 0.0)
+    with store.sessions.begin() as s:
+        s.add_all([_row("l1", "chat", L40S, 2), _row("h1", "chat", H100, 1)])
+    out = CliRunner().invoke(app, ["describe", "tier", "chat"]).output
+    assert f"Tier chat: on-demand {H100} (variants: 2× {L40S})" in out
+    assert f"2× {L40S} 1, {H100} 1" in out  # the mix, as status prints it
