@@ -133,7 +133,7 @@ def plan_tier(
         plan = Plan(drains=[Drain(i, f"scale in: {reason}") for i in retiring])
         held_back = any(left - units(i) >= desired - scale.EPS for i in order if i not in retiring)
         if window is not None and held_back:
-            plan.notes.append(Note(name, DISRUPTION_WINDOW, f"scale-in to {desired} waits: {window}"))
+            plan.notes.append(Note(name, DISRUPTION_WINDOW, f"scale-in to {desired:.4g} waits: {window}"))
         return plan
     plan = plan_rebalance(name, tier, instances, offers, backoffs, now, fleet=fleet)
     if plan.rebalances:
