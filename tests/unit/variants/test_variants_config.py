@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from scalectl.cli.main import app
+from scalectl.cli.offers_cmd import requests_for
 from scalectl.sizing.vllm_args import tune_vllm_args
 from scalectl.tiers.config import ConfigError, parse_config
 from tests.builders import min_floor, tier, tiers_yaml
@@ -95,3 +96,9 @@ def test_simulate_refuses_it_naming_the_tiers_file(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["simulate", "-f", str(tiers), "-w", str(workload)])
     assert result.exit_code == 2
     assert f'{tiers}: tier "chat": variants[0] (1× A100-80GB-PCIe) cannot hold the model' in result.output
+
+
+def test_scalectl_offers_asks_for_the_variants_too() -> None:
+    fleet = parse_config(_text([{"gpu": "A100", "gpu_count": 2}, {"gpu": "L40S", "gpu_count": 2}]), "t")
+    asked = {(r.gpu, r.count) for r in requests_for(fleet, None, None, None)}
+    assert asked == {("H100", 2), ("A100-80GB-PCIe", 2), ("L40S-48GB", 2)}
