@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
@@ -140,7 +140,8 @@ class ServingHooks:
         self._client = client or httpx.AsyncClient(timeout=PROBE_TIMEOUT)
         self._probe = ReadinessProbe(clock, client=self._client)
         self._scraper = VllmScraper(self._client, clock, timeout=METRICS_TIMEOUT)
-        self._servers: dict[str, tuple[str, ServerDescription]] = {}  # tier -> (spec fingerprint, description)
+        # (tier, GPU, count) -> (spec fingerprint, description): a tier's variants each have their own server
+        self._servers: dict[tuple[str, str, int], tuple[str, ServerDescription]] = {}
         self._routed: dict[str, frozenset[str]] = {}  # tier -> addresses the load balancer was last given
 
     def reconciler_kwargs(self) -> dict[str, Any]:
@@ -161,12 +162,13 @@ class ServingHooks:
     # -- the server a launch carries --------------------------------------------------------------
     def server_for(self, name: str, tier: TierSpec) -> ServerDescription:
         fingerprint = tier.model_dump_json()
-        cached = self._servers.get(name)
+        key = (name, tier.gpu, tier.gpu_count)
+        cached = self._servers.get(key)
         if cached is None or cached[0] != fingerprint:
             desc, problem = describe_server(tier)
             if problem is not None:
                 log.warning("tier %s: launching with untuned vLLM arguments: %s", name, problem)
-            cached = self._servers[name] = (fingerprint, desc)
+            cached = self._servers[key] = (fingerprint, desc)
         return cached[1]
 
     # -- readiness --------------------------------------------------------------------------------
@@ -176,7 +178,7 @@ class ServingHooks:
             return True, "running (the provider's running is serving: nothing to probe)"
         if not row.address:
             return False, "the provider has not given an address yet"
-        desc = self.server_for(row.tier, tier)
+        desc = self.server_for(row.tier, tier.on(row.gpu, row.gpu_count))
         result = await self._probe.check(row.address, desc.model, expected_max_model_len(desc))
         return result.ready, result.reason
 
@@ -200,13 +202,15 @@ class ServingHooks:
         return snapshot.running + (snapshot.waiting or 0.0)
 
     # -- routing ----------------------------------------------------------------------------------
-    async def route_update(self, name: str, tier: TierSpec, addresses: list[str]) -> None:
+    async def route_update(
+        self, name: str, tier: TierSpec, addresses: list[str], weights: Mapping[str, int] | None = None, /
+    ) -> None:
         if self._router is None:
             return
         endpoints = []
         for address in addresses:
             try:
-                endpoints.append(Endpoint(address))
+                endpoints.append(Endpoint(address, weight=(weights or {}).get(address, 1)))
             except ValueError as exc:
                 log.warning("tier %s: not routing %r: %s", name, address, exc)
         activating = self._activator is not None and activated(self._settings, name, tier)

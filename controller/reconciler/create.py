@@ -104,7 +104,8 @@ class CreatePhase:
 
     def launch_spec(self, key: str, name: str, tier: TierSpec, offer: Offer, capacity: Capacity) -> LaunchSpec:
         """What a create asks for; built the same way for a first try and for a retry with the same key."""
-        server = self.server_for(name, tier) if self.server_for else None
+        # a variant's servers are tuned for its GPU, by the rule `scalectl vllm-args` uses
+        server = self.server_for(name, tier.on(offer.gpu, offer.gpu_count)) if self.server_for else None
         return LaunchSpec(key=key, tier=name, offer=offer, capacity=capacity, tags={TIER_TAG: name}, server=server)
 
     async def run(self, tick: Tick, creates: list[PendingCreate]) -> None:
@@ -171,8 +172,9 @@ class CreatePhase:
             name = create.instance.tier
             tier = tick.tiers[name]
             offers, surge = self.offers.of(tier), create.instance.surge
+            worth = tier.capacity_units(create.instance.gpu, create.instance.gpu_count)  # another variant may take it
             plan = plan_creates(
-                name, tier, grouped[name], 1, offers, self.backoffs, tick.now, surge=surge, fleet=tick.fleet_budget
+                name, tier, grouped[name], worth, offers, self.backoffs, tick.now, surge=surge, fleet=tick.fleet_budget
             )
             for note in plan.notes:
                 self.recorder.note(tick, note.tier, note.kind, note.message)

@@ -103,15 +103,22 @@ class DecidePhase:
         price: float | None,
         *,
         replacing: int = 0,
+        units: float | None = None,
+        booting_units: float = 0.0,
     ) -> TierDecision:
         """``price``: $/hour of one more instance (``plan.instance_price``), what the budget cap divides by.
         ``replacing``: warned instances not replaced yet. They no longer count toward the tier, but the
-        policy sees the fleet as it was, so holding means replacing them now, not after its scale-out window."""
-        current = len(counted) + replacing
+        policy sees the fleet as it was, so holding means replacing them now, not after its scale-out window.
+        ``units``: a tier with variants, its counted and replacing instances in primary units; the policy
+        sees them rounded to whole instances (the reconciler applies its change to the exact figure), and
+        ``booting_units`` (those not serving yet) likewise, never more than the whole."""
+        current = len(counted) + replacing if units is None else round(units)
         state, last_desired = self._states.get(name, (PolicyState(), current))
         self._before[name] = (state, last_desired)
         try:
             booting = sum(1 for i in counted if i.state is not InstanceState.READY)
+            if units is not None:  # eight small instances booting are not eight of the policy's instances
+                booting = min(current, round(booting_units))
             # The policy's clock is the reading's: the arrivals it counts ran to the read, and a tick whose
             # reads took longer than the last one's (a slow scrape) would read as a burst on the tick's clock.
             at = reading.read_at

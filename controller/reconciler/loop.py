@@ -9,10 +9,12 @@ our key prefix that no row knows is an orphan and is deleted.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from scalectl.clocks import Clock
 from scalectl.controller.ha.shards import TickScope
+from scalectl.controller.reconciler import scale
 from scalectl.controller.reconciler.backoffs import Backoffs
 from scalectl.controller.reconciler.calls import Calls
 from scalectl.controller.reconciler.controls import Controls
@@ -207,8 +209,14 @@ class Reconciler:
         reserved = {}
         for name, tier in tiers.items():
             share = others.get(name)
-            counted = share.counted if share is not None else sum(1 for i in grouped.get(name, []) if i.counted)
-            missing = max(0, tier.min - counted)
+            mine = grouped.get(name, [])
+            if share is not None:
+                counted: float = share.counted
+            elif tier.variants:  # the floor is in primary units
+                counted = scale.total([i for i in mine if i.counted], scale.units_of(tier))
+            else:
+                counted = sum(1 for i in mine if i.counted)
+            missing = max(0.0, tier.min - counted)
             price = tier.catalogue_price_per_hour()
             if missing and price:
                 reserved[name] = missing * price
@@ -243,12 +251,18 @@ class Reconciler:
         self._hand_back(tick, instances, rollout.current_hash, spot_fallback=tier.fallback is not None)
         offers = self.offers.of(tier)
         price = instance_price(name, tier, offers, self.backoffs, tick.now)
-        counted, replacing = [i for i in instances if i.counted], len(unreplaced_notices(instances))
-        decision = self.decide.decide(tick, name, tier, counted, reading, price, replacing=replacing)
+        counted, unreplaced = [i for i in instances if i.counted], unreplaced_notices(instances)
+        units = self._units(tier, counted, unreplaced)
+        booting = self._units(tier, [i for i in counted if i.state is not InstanceState.READY], []) or 0.0
+        decision = self.decide.decide(
+            tick, name, tier, counted, reading, price, replacing=len(unreplaced), units=units, booting_units=booting
+        )
         decision = self.controls.apply(tick, name, tier, decision, price)
         avoid = offers_to_avoid(instances)
+        # variants: the policy's change applies to the exact units (it saw them rounded), so a hold holds
+        desired = decision.desired if units is None else decision.desired + units - decision.current
         plan = plan_tier(
-            name, tier, instances, decision.desired, decision.reason, offers, self.backoffs, tick.now,
+            name, tier, instances, desired, decision.reason, offers, self.backoffs, tick.now,
             avoid=avoid, fleet=tick.fleet_budget, rollout=rollout,
         )  # fmt: skip
         size = self.pool.size(tick, name, tier, self.decide.state_of(name), price)  # None: as configured
@@ -264,7 +278,10 @@ class Reconciler:
         tick.fleet_budget.planned(name)
         short = next((n.message for n in plan.notes if n.kind == NO_PLACEMENT), None)
         if short is not None:  # hold what capacity allows, and say so
-            decision = self.decide.hold_at(tick, name, decision, len(counted) + len(plan.creates), short)
+            reached = len(counted) + len(plan.creates)
+            if units is not None:  # in the policy's whole instances
+                reached = math.ceil(units + sum(c.placement.units for c in plan.creates) - scale.EPS)
+            decision = self.decide.hold_at(tick, name, decision, reached, short)
         self.recorder.decision(tick, name, decision, reading)
         if reading.signals.arrivals is not None:  # what cost per 1,000 requests divides by
             finished = self.request_counts.add(name, tick.now, reading.signals.arrivals)
@@ -276,6 +293,14 @@ class Reconciler:
             signals=reading.signals, errors=reading.errors,
         )  # fmt: skip
         return self._apply(tick, plan, pool) + self._apply(tick, fill, PoolPlan())
+
+    @staticmethod
+    def _units(tier: TierSpec, counted: list[Instance], unreplaced: list[Instance]) -> float | None:
+        """A tier with variants: its counted and not-yet-replaced instances in primary units (None without)."""
+        if not tier.variants:
+            return None
+        worth = scale.units_of(tier)
+        return scale.total(counted, worth) + scale.total(unreplaced, worth)
 
     @staticmethod
     def _hand_back(tick: Tick, instances: list[Instance], current_hash: str, *, spot_fallback: bool) -> None:

@@ -23,12 +23,15 @@ class TierOffers:
         """The last good offers of the tier's providers."""
         offers: list[Offer] = []
         for name in tier.providers:
-            offers.extend(self.cache.peek(name, tier.gpu, tier.gpu_count) or [])
+            for gpu, count in _hardware(tier):
+                offers.extend(self.cache.peek(name, gpu, count) or [])
         return offers
 
     async def refresh(self, tiers: Mapping[str, TierSpec]) -> dict[str, str]:
         """Fetch what the tiers use; returns provider → error for the calls that failed."""
-        wanted = sorted({(p, t.gpu, t.gpu_count) for t in tiers.values() for p in t.providers if p in self._providers})
+        wanted = sorted(
+            {(p, g, c) for t in tiers.values() for g, c in _hardware(t) for p in t.providers if p in self._providers}
+        )
         wanted = [w for w in wanted if self.cache.stale(*w)]  # most ticks: none (no task to schedule for nothing)
         if not wanted:
             return {}
@@ -36,3 +39,8 @@ class TierOffers:
             self.cache.get(self._providers[p], GpuRequest(gpu=g, count=c)) for p, g, c in wanted
         )
         return {want[0]: one_line(r) for want, r in zip(wanted, results, strict=True) if isinstance(r, BaseException)}
+
+
+def _hardware(tier: TierSpec) -> tuple[tuple[str, int], ...]:
+    """The (GPU, count) pairs whose offers a tier places on: its own, and its variants'."""
+    return tier.hardware if tier.variants else ((tier.gpu, tier.gpu_count),)

@@ -1,6 +1,12 @@
 """Which offer a new instance goes to: cheapest acceptable, skipping offers that just ran out (Karpenter's
 3-minute unavailable-offerings cache), spot first for spot tiers, on-demand when spot is gone and the tier
-allows fallback; never over the tier's $/hour budget."""
+allows fallback; never over the tier's $/hour budget.
+
+A tier with ``variants`` ranks every (variant, offer) pair on one scale, dollars per *primary unit* (an
+instance's price divided by what it is worth in instances of the tier's own GPU, ``TierSpec.capacity_units``):
+the cheapest capacity per dollar wins whatever GPU it is on, and an offer that answers no-capacity hands
+the next create to the next pair, on another variant if that is next. Without variants every instance is
+one unit and the order is by price, as before."""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from scalectl.controller.offers import cache_key
 from scalectl.providers.base import Capacity, Offer
 from scalectl.tiers.config import TierSpec
 
@@ -57,6 +64,12 @@ class Placement:
     capacity: Capacity
     price_per_hour: float
     fallback: bool  # on-demand standing in for spot
+    units: float = 1.0  # what the instance is worth in instances of the tier's own GPU (variants)
+
+    @property
+    def per_unit(self) -> float:
+        """Dollars per hour per primary unit: what placement ranks by."""
+        return self.price_per_hour / self.units
 
 
 def capacities_for(tier: TierSpec, spot_backoff: bool) -> list[tuple[Capacity, bool]]:
@@ -84,7 +97,7 @@ def ranked_offers(
     costs less than spot — as A100 80G PCIe does in the seed prices — is simply the better buy); while
     spot is in back-off after repeated interruptions, on-demand first."""
     provider_rank = {name: i for i, name in enumerate(tier.providers)}
-    offers = [o for o in offers if o.provider in provider_rank and o.gpu_count == tier.gpu_count]
+    offers = [o for o in offers if o.provider in provider_rank and _serves(tier, o)]
     if tier.regions:
         offers = [o for o in offers if o.region in tier.regions]
     ranked: list[Placement] = []
@@ -94,12 +107,21 @@ def ranked_offers(
             price = offer.price(capacity)
             if price is None or not offer.available or unavailable.is_unavailable(offer, capacity, now):
                 continue
-            candidates.append(Placement(offer, capacity, price, is_fallback))
-        candidates.sort(key=lambda p: (p.price_per_hour, provider_rank[p.offer.provider], p.offer.offer_id))
+            units = tier.capacity_units(offer.gpu, offer.gpu_count)
+            candidates.append(Placement(offer, capacity, price, is_fallback, units))
+        candidates.sort(key=lambda p: (p.per_unit, provider_rank[p.offer.provider], p.offer.offer_id))
         ranked.extend(candidates)
     if tier.fallback == "on-demand" and not spot_backoff:  # one market: the cheapest capacity wins
-        ranked.sort(key=lambda p: (p.price_per_hour, p.capacity is not Capacity.SPOT))
+        ranked.sort(key=lambda p: (p.per_unit, p.capacity is not Capacity.SPOT))
     return ranked
+
+
+def _serves(tier: TierSpec, offer: Offer) -> bool:
+    """Whether the offer is hardware the tier runs on: its own GPU count (offers are fetched per GPU) or,
+    for a tier with variants, one of its (GPU, count) pairs."""
+    if not tier.variants:
+        return offer.gpu_count == tier.gpu_count
+    return (cache_key(offer.provider, offer.gpu, offer.gpu_count)[1], offer.gpu_count) in tier.hardware
 
 
 def choose(

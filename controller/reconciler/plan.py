@@ -30,9 +30,12 @@ class Create:
     placement: placement.Placement
     surge: bool = False  # an extra instance that replaces a fallback one once it is ready
     fill: bool = False  # a member for the tier's warm pool: boots once, then stops (pool.py)
+    why: str | None = None  # the reason, when it is none of the usual ones
 
     @property
     def reason(self) -> str:
+        if self.why is not None:
+            return self.why
         if self.fill:
             return "fill the warm pool"
         if self.placement.fallback:
@@ -73,18 +76,18 @@ class Plan:
 
 def instance_price(name: str, tier: TierSpec, offers: Sequence[Offer], backoffs: Backoffs, now: float) -> float | None:
     """The one price rule of a tier's budget, for the policy's cap and for placement alike: an instance
-    costs what placement would pay for the next one (the best acceptable live offer); the catalogue
-    price stands in only while no offer is known."""
+    costs what placement would pay for the next one (the best acceptable live offer; per primary unit for a
+    tier with variants); the catalogue price stands in only while no offer is known."""
     spot_backoff = backoffs.spot_backoff(name, now)
     ranked = placement.ranked_offers(tier, offers, backoffs.offers, now, spot_backoff=spot_backoff)
-    return ranked[0].price_per_hour if ranked else tier_price_per_hour(tier)
+    return ranked[0].per_unit if ranked else tier_price_per_hour(tier)
 
 
 def plan_tier(
     name: str,
     tier: TierSpec,
     instances: Sequence[Instance],
-    desired: int,
+    desired: float,
     reason: str,
     offers: Sequence[Offer],
     backoffs: Backoffs,
@@ -94,38 +97,52 @@ def plan_tier(
     fleet: FleetBudget | None = None,
     rollout: RolloutView | None = None,
 ) -> Plan:
-    """``instances``: the tier's live instances (draining and surges included: everything that bills).
+    """``desired``: the tier's size in primary units (instances, for a tier without variants).
+    ``instances``: the tier's live instances (draining and surges included: everything that bills).
     ``rollout``: the server the tier's instances should run; drifted ones retire first and are replaced.
     ``avoid``: offers being taken back (``replace.offers_to_avoid``), used only when nothing else fits.
     ``fleet``: the fleet's budget this tick, shared by the tiers planned before and after this one."""
     counted = scale.counted(instances)
-    current = len(counted)
-    if desired > current:
+    units = scale.units_of(tier)
+    current = scale.total(counted, units)
+    if desired > current + scale.EPS:
         # a warned instance holds no place under max: its replacement starts before it is gone
         # stopped machines (a warm pool) hold no place under max either: they are started instead of created
         # and neither do members booting to fill the pool: a scale-out takes them first (pool.py)
-        held = sum(1 for i in instances if i.state is not InstanceState.STOPPED and not i.filling)
-        room = max(0, tier.max - held + len(noticed(instances)))
+        held = scale.total([i for i in instances if i.state is not InstanceState.STOPPED and not i.filling], units)
+        room = max(0.0, tier.max - held + scale.total(noticed(instances), units))
         count = min(desired - current, room)
         return plan_creates(name, tier, instances, count, offers, backoffs, now, avoid=avoid, fleet=fleet)
-    if desired < current:
-        order = scale.retirement_order(counted, tier.capacity)
+    if desired < current - scale.EPS:
+        order = scale.retirement_order(counted, tier.capacity, units)
         if tier.on_demand_base:  # the base's on-demand instances go last (the cheapest ones are the base)
             base = sorted((i for i in counted if _on_demand(i)), key=lambda i: i.price_per_hour)[: tier.on_demand_base]
             order = [i for i in order if i not in base] + base
         if rollout is not None:  # drifted instances go first: scale-in is the cheapest rollout step
             old = drifted(counted, rollout.current_hash)
             order = old + [i for i in order if i not in old]
-        room, window = _disruption_room(tier, instances, current, now)
-        retiring = order[: min(current - desired, room)]
+        room, window = _disruption_room(tier, instances, len(counted), now)
+        retiring: list[Instance] = []
+        left = current
+        for inst in order:  # as many as keep the tier at its desired size (in units), within the budget
+            if len(retiring) >= room:
+                break
+            if left - units(inst) >= desired - scale.EPS:
+                retiring.append(inst)
+                left -= units(inst)
         plan = Plan(drains=[Drain(i, f"scale in: {reason}") for i in retiring])
-        if window is not None and len(retiring) < current - desired:
-            plan.notes.append(Note(name, DISRUPTION_WINDOW, f"scale-in to {desired} waits: {window}"))
+        held_back = any(left - units(i) >= desired - scale.EPS for i in order if i not in retiring)
+        if window is not None and held_back:
+            plan.notes.append(Note(name, DISRUPTION_WINDOW, f"scale-in to {desired:.4g} waits: {window}"))
         return plan
     plan = plan_rebalance(name, tier, instances, offers, backoffs, now, fleet=fleet)
-    if plan.rebalances or rollout is None:
+    if plan.rebalances:
         return plan
-    return plan_rollout(name, tier, instances, rollout, offers, backoffs, now, fleet=fleet)
+    if rollout is not None:
+        plan = plan_rollout(name, tier, instances, rollout, offers, backoffs, now, fleet=fleet)
+        if plan.rebalances or drifted(instances, rollout.current_hash):
+            return plan
+    return plan_upgrade(name, tier, instances, offers, backoffs, now, fleet=fleet)
 
 
 def _disruption_room(tier: TierSpec, instances: Sequence[Instance], counted: int, now: float) -> tuple[int, str | None]:
@@ -172,7 +189,7 @@ def plan_creates(
     name: str,
     tier: TierSpec,
     instances: Sequence[Instance],
-    count: int,
+    count: float,
     offers: Sequence[Offer],
     backoffs: Backoffs,
     now: float,
@@ -181,8 +198,9 @@ def plan_creates(
     avoid: frozenset[OfferKey] = frozenset(),
     fleet: FleetBudget | None = None,
 ) -> Plan:
-    """Up to ``count`` creates on the best offers, within the tier's and the fleet's budget and the offers'
-    room; offers in ``avoid`` come last."""
+    """Creates on the best offers until they add ``count`` primary units (``count`` instances, for a tier
+    without variants), within the tier's and the fleet's budget and the offers' room; offers in ``avoid``
+    come last."""
     plan = Plan()
     fleet = fleet or FleetBudget(None, 0.0)
     if count <= 0 or backoffs.creates_blocked(name, now):
@@ -199,21 +217,24 @@ def plan_creates(
         base_tier = tier.model_copy(update={"capacity": "on-demand", "fallback": None})
         base_ranked = [*_avoiding(placement.ranked_offers(base_tier, offers, backoffs.offers, now), avoid), *ranked]
     in_use: dict[str, int] = defaultdict(int)
-    for n in range(count):
+    added, n = 0.0, 0
+    while added < count - scale.EPS:
         budget = fleet.budget_for(name, tier.budget_per_hour, spend)
         chosen = placement.choose(base_ranked if n < base_missing and not surge else ranked, spend, budget, in_use)
         if chosen is None:
             if waiting and tier.fallback is not None:
-                message = f"no spot offer for {tier.gpu}: waiting up to {tier.fallback_after:g}s before on-demand"
+                wait = f"waiting up to {tier.fallback_after:g}s before on-demand"
+                message = f"no spot offer for {_hardware(tier)}: {wait}"
                 plan.notes.append(Note(name, SPOT_WAIT, message))
             else:
                 why = _why_unplaced(name, tier, instances, ranked, fleet, spend)
-                plan.notes.append(Note(name, NO_PLACEMENT, f"cannot place an instance of {tier.gpu}: {why}"))
+                plan.notes.append(Note(name, NO_PLACEMENT, f"cannot place an instance of {_hardware(tier)}: {why}"))
             break
         in_use[chosen.offer.offer_id] += 1
         spend += chosen.price_per_hour
         fleet.add(chosen.price_per_hour)
         plan.creates.append(Create(name, chosen, surge))
+        added, n = added + chosen.units, n + 1
     return plan
 
 
@@ -237,6 +258,13 @@ def _why_unplaced(
     if limit is not None and all(spend + p.price_per_hour > limit + 1e-9 for p in ranked):
         return f"budget: the tier's budget_per_hour ${limit:g}/h is reached (${spend:.2f}/h billed or planned){below}"
     return f"no room: the offers report no capacity left for another instance{below}"
+
+
+def _hardware(tier: TierSpec) -> str:
+    """The tier's GPU, and its variants when it has some (for notes)."""
+    if not tier.variants:
+        return tier.gpu
+    return f"{tier.gpu} or its variants ({', '.join(v.label for v in tier.variants)})"
 
 
 def _on_demand(inst: Instance) -> bool:
@@ -302,6 +330,67 @@ def plan_rebalance(
             spend += chosen.price_per_hour
             fleet.add(chosen.price_per_hour)
             plan.rebalances.append(Create(name, chosen, surge=True))
+    return plan
+
+
+UPGRADE_MARGIN = 0.10  # a variant is swapped for better capacity per dollar only when it saves at least this
+
+
+def plan_upgrade(
+    name: str,
+    tier: TierSpec,
+    instances: Sequence[Instance],
+    offers: Sequence[Offer],
+    backoffs: Backoffs,
+    now: float,
+    *,
+    fleet: FleetBudget | None = None,
+) -> Plan:
+    """A tier with variants at its size whose fleet runs capacity dearer per unit than placement can buy now
+    (a shortage of the better GPU is over): surge instances of the best buy; once ready each joins the tier
+    (``replace.hand_backs``) and scale-in retires the dearest per unit down to the desired size. As many at
+    once as the tier's hand-back budget allows (``hand_back_budget``: a quarter of the fleet by default, at
+    least ``max_surge``), only as many units as the dearer ready instances hold (else the swap would grow the
+    fleet), once the fleet has settled, and within ``max`` (in units) and the budgets."""
+    if not tier.variants or any(i.surge for i in instances):
+        return Plan()
+    units = scale.units_of(tier)
+    ready = [i for i in instances if i.state is InstanceState.READY]
+    if len(ready) < len(scale.counted(instances)):
+        return Plan()  # something still boots: let the fleet settle first
+    allowed, window = hand_back_budget(tier, instances, now)
+    room = allowed - voluntary_disruptions(instances)
+    if room < 1:
+        return Plan(notes=[Note(name, DISRUPTION_WINDOW, f"swap to a better buy waits: {window}")] if window else [])
+    held = scale.total([i for i in instances if i.state is not InstanceState.STOPPED], units)
+    probe = plan_creates(name, tier, instances, 0.001, offers, backoffs, now, surge=True, fleet=FleetBudget(None, 0.0))
+    if not probe.creates:
+        return Plan()
+    best = probe.creates[0].placement
+    dearer = [i for i in ready if i.price_per_hour / units(i) > best.per_unit * (1 + UPGRADE_MARGIN)]
+    swappable = min(scale.total(dearer, units), tier.max - held)
+    if swappable < best.units - scale.EPS:
+        return Plan()
+    wanted = plan_creates(
+        name, tier, instances, swappable, offers, backoffs, now, surge=True, fleet=FleetBudget(None, 0.0)
+    )
+    shared = fleet or FleetBudget(None, 0.0)
+    spend = sum(i.billing_per_hour for i in instances)
+    worst = max(i.price_per_hour / units(i) for i in dearer)
+    plan, took = Plan(), 0.0
+    for create in wanted.creates[:room]:
+        chosen = create.placement
+        limit = shared.budget_for(name, tier.budget_per_hour, spend)
+        if chosen.per_unit > best.per_unit + 1e-9 or took + chosen.units > swappable + scale.EPS:
+            break  # only the best buy, and no more than the dearer capacity it replaces
+        if limit is not None and spend + chosen.price_per_hour > limit + 1e-9:
+            break
+        why = (
+            f"surge: {chosen.offer.gpu} at ${chosen.per_unit:.2f}/h per unit replaces capacity at up to ${worst:.2f}/h"
+        )
+        plan.rebalances.append(Create(name, chosen, surge=True, why=why))
+        spend, took = spend + chosen.price_per_hour, took + chosen.units
+        shared.add(chosen.price_per_hour)
     return plan
 
 

@@ -4,7 +4,8 @@ or past the drain timeout), and close their records; then tell the router which 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
 
 from scalectl.controller.reconciler.calls import Calls, one_line
 from scalectl.controller.reconciler.sync import price_stopped
@@ -16,7 +17,19 @@ from scalectl.tiers.config import TierSpec
 
 log = logging.getLogger("scalectl.reconciler")
 DrainCheck = Callable[[Instance], Awaitable[float | None]]  # requests still running, None unknown
-RouteUpdate = Callable[[str, TierSpec, list[str]], Awaitable[None]]
+
+
+class RouteUpdate(Protocol):
+    """The router's update: a tier's ready addresses; for a tier with variants also each address's weight
+    (its capacity in tenths of a primary instance: ``ROUTE_WEIGHT_SCALE``), so the balancer sends an
+    instance twice the work of one half its size."""
+
+    def __call__(
+        self, name: str, tier: TierSpec, addresses: list[str], weights: Mapping[str, int] | None = None, /
+    ) -> Awaitable[None]: ...
+
+
+ROUTE_WEIGHT_SCALE = 10  # a primary instance's weight; others in proportion to their capacity, at least 1
 RouteRemove = Callable[[str], Awaitable[None]]  # a removed tier's routing (its upstream) goes away
 POOLED = "pooled"  # event: a drained instance stopped into its tier's warm pool
 NOTICE_DRAIN_MAX = 90.0  # an instance warned of a reclaim drains at most this long (AWS warns 120 s ahead)
@@ -88,6 +101,17 @@ class RetirePhase:
                 tick.record(inst.retire(tick.now))
 
 
+def route_weights(tier: TierSpec, ready: Sequence[Instance]) -> dict[str, int] | None:
+    """Each ready address's routing weight, by its capacity (None for a tier without variants: all equal)."""
+    if not tier.variants:
+        return None
+    return {
+        i.address: max(1, round(ROUTE_WEIGHT_SCALE * tier.capacity_units(i.gpu, i.gpu_count)))
+        for i in ready
+        if i.address
+    }
+
+
 class Routes:
     """Tells the router the ready addresses of each tier, when they changed. A removed tier is first
     routed nowhere (its instances drain), then, once none is left, its routing is removed."""
@@ -95,27 +119,32 @@ class Routes:
     def __init__(self, update: RouteUpdate | None, remove: RouteRemove | None = None):
         self.update = update
         self.remove = remove
-        self._routes: dict[str, tuple[list[str], TierSpec]] = {}
+        self._routes: dict[str, tuple[list[str], TierSpec, dict[str, int] | None]] = {}
 
     async def run(self, tick: Tick) -> None:
         if self.update is None:
             return
         grouped = by_tier(await tick.db.run(tick.uow.instances.live))
         for name, tier in tick.tiers.items():
-            ready = (i for i in grouped[name] if i.state is InstanceState.READY and i.address)
-            await self._route(name, tier, sorted(i.address for i in ready if i.address))
+            ready = [i for i in grouped[name] if i.state is InstanceState.READY and i.address]
+            await self._route(name, tier, sorted(i.address for i in ready if i.address), route_weights(tier, ready))
         for name, tier in tick.removed.items():
             if grouped[name]:
                 await self._route(name, tier, [])
             elif name in self._routes:
                 await self._remove(name)
 
-    async def _route(self, name: str, tier: TierSpec, endpoints: list[str]) -> None:
-        if self.update is None or self._routes.get(name) == (endpoints, tier):
+    async def _route(
+        self, name: str, tier: TierSpec, endpoints: list[str], weights: dict[str, int] | None = None
+    ) -> None:
+        if self.update is None or self._routes.get(name) == (endpoints, tier, weights):
             return  # the same addresses for the same spec (a changed spec may change the route: activator)
         try:
-            await self.update(name, tier, endpoints)
-            self._routes[name] = (endpoints, tier)
+            if weights is None:
+                await self.update(name, tier, endpoints)
+            else:
+                await self.update(name, tier, endpoints, weights)
+            self._routes[name] = (endpoints, tier, weights)
         except Exception as exc:
             log.error("routing update for %s failed: %s", name, one_line(exc))
 

@@ -63,6 +63,7 @@ def describe_tier(store: Store, name: str, now: float, *, decisions: int = 10) -
                 "provider": i.provider,
                 "capacity": i.capacity,
                 "gpu": i.gpu,
+                "gpu_count": i.gpu_count,
                 "region": i.region,
                 "price_per_hour": i.price_per_hour,
                 "age": ago(now - i.created_at),

@@ -41,6 +41,10 @@ class LiveInstance(Protocol):
     def price_per_hour(self) -> float: ...
     @property
     def storage_per_hour(self) -> float: ...
+    @property
+    def gpu(self) -> str: ...
+    @property
+    def gpu_count(self) -> int: ...
 
 
 class FleetReads(Protocol):
@@ -74,16 +78,30 @@ def fleet_status(store: FleetReads, now: float | None = None) -> list[dict[str, 
         name: _row(name, states.get(name, (None, None))[1], spec.get("capacity"), spec.get("gpu"))
         for name, spec in tiers.items()
     }
+    mixed = {name for name, spec in tiers.items() if spec.get("variants")}
     for inst in store.instances(limit=1_000_000):
         row = rows.setdefault(inst.tier, _row(inst.tier, None, None, None))
         column = inst.state if inst.state in _OWN_COLUMN else InstanceState.PENDING
         row[InstanceState(column).value] += 1
+        if inst.tier in mixed and inst.state != InstanceState.STOPPED:  # the mix of hardware that serves or boots
+            mix = row.setdefault("variants", {})
+            mix[hardware_label(inst.gpu, inst.gpu_count)] = mix.get(hardware_label(inst.gpu, inst.gpu_count), 0) + 1
         # a stopped machine bills its disk, not its GPU
         billed = inst.storage_per_hour if inst.state == InstanceState.STOPPED else inst.price_per_hour
         row["cost_per_hour"] = round(row["cost_per_hour"] + billed, 4)
     if now is not None:
         _unit_costs(store, rows, now)
     return [rows[name] for name in sorted(rows)]
+
+
+def hardware_label(gpu: str, gpu_count: int) -> str:
+    """``H100-SXM5-80GB``, or ``2× L40S-48GB`` for a machine of several GPUs: how status names a variant."""
+    return gpu if gpu_count == 1 else f"{gpu_count}× {gpu}"
+
+
+def mix_text(mix: Mapping[str, int] | None) -> str:
+    """A tier's variant mix for a table, the most numerous first: ``2× L40S-48GB 4, H100-SXM5-80GB 2``."""
+    return ", ".join(f"{label} {n}" for label, n in sorted((mix or {}).items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _unit_costs(store: FleetReads, rows: dict[str, dict[str, Any]], now: float) -> None:

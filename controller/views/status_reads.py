@@ -34,6 +34,8 @@ class InstanceRow:
     state: str
     price_per_hour: float
     storage_per_hour: float
+    gpu: str = ""
+    gpu_count: int = 1
 
 
 def sqlite_file(url: str) -> str | None:
@@ -106,7 +108,8 @@ class SqliteStatusReads:
 
     def instances(self, *, limit: int) -> list[InstanceRow]:
         rows = self._rows(
-            f"SELECT tier, state, price_per_hour, storage_per_hour FROM instances WHERE state IN ({_LIVE}) "
+            "SELECT tier, state, price_per_hour, storage_per_hour, gpu, gpu_count FROM instances "
+            f"WHERE state IN ({_LIVE}) "
             "ORDER BY created_at DESC LIMIT :limit",
             {"limit": limit},
         )

@@ -16,7 +16,7 @@ from scalectl.controller.settings import Settings
 from scalectl.controller.store.world_clock import world_now
 from scalectl.controller.views.ages import ago
 from scalectl.controller.views.controls import with_controls
-from scalectl.controller.views.status import COLUMNS, status_document
+from scalectl.controller.views.status import COLUMNS, mix_text, status_document
 
 if TYPE_CHECKING:  # the store (SQLAlchemy) loads in the commands: `status` on SQLite reads without it
     from scalectl.controller.ha.replica_view import ReplicaView
@@ -86,7 +86,11 @@ def register(app: typer.Typer) -> None:
         else:
             if not daemon["running"]:
                 typer.echo(_not_running(daemon), err=True)
-            emit(document["tiers"], output, columns=COLUMNS, title=None if daemon["running"] else "stale")
+            rows, columns = document["tiers"], COLUMNS
+            if any("variants" in row for row in rows):  # tiers with variants: the mix of hardware they run
+                rows = [{**row, "variants": mix_text(row.get("variants"))} for row in rows]
+                columns = [*COLUMNS, "variants"]
+            emit(rows, output, columns=columns, title=None if daemon["running"] else "stale")
             for row in document["tiers"]:
                 if row.get("control") is not None:
                     typer.echo(f"{row['tier']}: {row['control']['summary']}")
@@ -131,10 +135,14 @@ def register(app: typer.Typer) -> None:
             emit(data, output)
             return
         policy = spec.get("policy", {})
+        listed = spec.get("variants") or []
+        also = ", ".join(f"{v.get('gpu_count', 1)}× {v.get('gpu')}" for v in listed)
         typer.echo(
-            f"Tier {name}: {spec.get('capacity')} {spec.get('gpu')} "
+            f"Tier {name}: {spec.get('capacity')} {spec.get('gpu')}{f' (variants: {also})' if also else ''} "
             f"[min {spec.get('min')}, max {spec.get('max')}]  policy {policy.get('kind')}"
         )
+        if "variants" in status:
+            status = {**status, "variants": mix_text(status["variants"])}
         emit(status, Format.table, title="status")
         shown_signals = {f"{k} (at the {held_by[k]})" if k in held_by else k: v for k, v in signals.items()}
         emit(shown_signals or {"(no signals recorded yet)": ""}, Format.table, title="latest signals")
@@ -159,7 +167,18 @@ def register(app: typer.Typer) -> None:
             data["instances"],
             Format.table,
             title="instances",
-            columns=["key", "state", "provider", "capacity", "region", "price_per_hour", "age", "reason"],
+            columns=[
+                "key",
+                "state",
+                "provider",
+                "capacity",
+                "gpu",
+                "gpu_count",
+                "region",
+                "price_per_hour",
+                "age",
+                "reason",
+            ],
         )
         emit(data["decisions"], Format.table, title="recent decisions", columns=["age", "current", "desired", "reason"])
 

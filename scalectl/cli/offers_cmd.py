@@ -59,10 +59,16 @@ class OffersResult:
 
 # ---- pure parts ----------------------------------------------------------------------------------
 def requests_for(fleet: FleetConfig, gpu: str | None, count: int | None, capacity: Capacity | None) -> list[GpuRequest]:
-    """``--gpu``/``--count`` when given, else every (GPU, count) the tiers run."""
+    """``--gpu``/``--count`` when given, else every (GPU, count) the tiers run, their variants' included."""
     if gpu is not None:
         return [GpuRequest(gpu=normalize_gpu(gpu), count=count or 1, capacity=capacity)]
-    pairs = sorted({(t.gpu, count or t.gpu_count) for t in fleet.tiers.values()})
+    pairs = sorted(
+        {
+            (g, count or c)
+            for t in fleet.tiers.values()
+            for g, c in ((t.gpu, t.gpu_count), *((v.gpu, v.gpu_count) for v in t.variants))
+        }
+    )
     return [GpuRequest(gpu=g, count=c, capacity=capacity) for g, c in pairs]
 
 

@@ -80,7 +80,8 @@ def simulate_command(
                 console.print(table)
         else:  # empty tables of dashes would read as baselines that ran and found nothing
             console.print("baselines: not run (--no-baselines)", highlight=False)
-        print_lines(console, result.report.timeout_lines() + result.report.rollout_lines(), result.report.warnings)
+        lines = result.report.timeout_lines() + result.report.variant_lines() + result.report.rollout_lines()
+        print_lines(console, lines, result.report.warnings)
         run = data["controller"]
         console.print(
             f"controller: {run['ticks']:,} ticks, {run['decisions']:,} decisions recorded, "

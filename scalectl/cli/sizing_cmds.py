@@ -11,10 +11,10 @@ import typer
 from scalectl.cli.files import tier_names
 from scalectl.cli.output import EXIT_USAGE, Format, OutputOption, emit, fail
 from scalectl.sizing.errors import SizingError
-from scalectl.sizing.gpus import UnknownGpu
+from scalectl.sizing.gpus import UnknownGpu, normalize_gpu
 from scalectl.sizing.plan import make_plan
 from scalectl.sizing.vllm_args import tune_vllm_args
-from scalectl.tiers.config import ConfigError, load_config
+from scalectl.tiers.config import ConfigError, TierSpec, load_config
 
 
 def plan(
@@ -71,6 +71,9 @@ def plan(
 def vllm_args(
     file: Path = typer.Option(..., "--file", "-f", help="tiers.yaml"),
     tier: str = typer.Option(..., "--tier", "-t", help="Tier name.", autocompletion=tier_names),
+    variant: str | None = typer.Option(
+        None, "--variant", help="One of the tier's `variants:` by its GPU (e.g. L40S): its servers' command line."
+    ),
     output: Format = OutputOption,
 ) -> None:
     """The tuned `vllm serve` command line for a tier (-o json adds the reason for each flag)."""
@@ -81,6 +84,8 @@ def vllm_args(
     spec = config.tiers.get(tier)
     if spec is None:
         fail(f"{file}: no tier {tier!r}; tiers: {', '.join(config.tiers)}", EXIT_USAGE)
+    if variant is not None:
+        spec = _variant_of(file, tier, spec, variant)
     try:
         tuned = tune_vllm_args(spec.serving, spec.gpu, spec.gpu_count, drain_timeout=spec.drain_timeout)
     except (SizingError, UnknownGpu) as exc:
@@ -92,6 +97,19 @@ def vllm_args(
                 typer.echo(line, err=True)
         return
     emit(tuned.to_dict(), output)
+
+
+def _variant_of(file: Path, name: str, spec: TierSpec, wanted: str) -> TierSpec:
+    """The tier as served on the variant named by its GPU (any spelling the catalogue reads)."""
+    try:
+        gpu = normalize_gpu(wanted)
+    except UnknownGpu as exc:
+        fail(f"--variant: {exc}", EXIT_USAGE)
+    found = [v for v in spec.variants if v.gpu == gpu]
+    if not found:
+        listed = ", ".join(v.label for v in spec.variants) or "none"
+        fail(f'{file}: tier "{name}": no variant on {gpu}; its variants: {listed}', EXIT_USAGE)
+    return spec.on(found[0].gpu, found[0].gpu_count)
 
 
 def register(app: typer.Typer) -> None:

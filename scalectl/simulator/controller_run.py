@@ -52,7 +52,7 @@ from scalectl.simulator.baselines import (
 from scalectl.simulator.boots import BootInputError, Boots, boot_summary, timeout_warnings
 from scalectl.simulator.cloud_events import CloudEvents
 from scalectl.simulator.context_limit import context_warnings
-from scalectl.simulator.fleet import Fleet, TierModel, tier_models
+from scalectl.simulator.fleet import Fleet, TierModel, hardware_label, tier_models
 from scalectl.simulator.fleet_signals import FleetSignals, activated_tiers
 from scalectl.simulator.report import Report, build_report
 from scalectl.simulator.rollouts import RolloutClock, rollout_outcomes
@@ -259,6 +259,24 @@ def boot_paths(events: Sequence[Any], start: float) -> dict[str, dict[str, int]]
     return out
 
 
+def variant_hours(
+    rows: Sequence[Any], start: float, duration: float, tiers: set[str]
+) -> dict[str, dict[tuple[str, int], float]]:
+    """Per tier with variants, the instance-hours each (GPU, count) ran within the report (from launch to
+    end, as the cloud bills a machine)."""
+    out: dict[str, dict[tuple[str, int], float]] = {}
+    for row in rows:
+        if row.tier not in tiers or row.provider_id is None:
+            continue
+        begun = row.launched_at if row.launched_at is not None else row.created_at
+        ended = row.ended_at if row.ended_at is not None else start + duration
+        seconds = min(ended, start + duration) - max(begun, start)
+        if seconds > 0:
+            mine = out.setdefault(row.tier, {})
+            mine[(row.gpu, row.gpu_count)] = mine.get((row.gpu, row.gpu_count), 0.0) + seconds / 3600.0
+    return out
+
+
 class _Run:
     def __init__(
         self,
@@ -303,6 +321,7 @@ class _Run:
         self.writes = TableWrites(engine, INSTANCES_TABLE)
         self.tier_of: dict[str, str] = {}
         self.rollouts = RolloutClock(workload.rollouts)
+        self.mixed = {name for name, model in models.items() if model.variants}  # tiers with variants
 
     async def _serving(self, _tier: TierSpec, row: Instance) -> tuple[bool, str]:
         """The readiness probe: whether the instance's server answers yet (its drawn boot is over)."""
@@ -371,6 +390,8 @@ class _Run:
                 continue
             if row.state is not InstanceState.STOPPED:  # a stopped machine holds no GPU
                 billing[tier] += 1
+            if tier in self.mixed:
+                self.fleet.place(tier, provider_id, row.gpu, row.gpu_count)
             launched_at = row.launched_at if row.launched_at is not None else row.created_at
             self.events.watch(row.provider, provider_id, row.capacity, launched_at - self.start)
             if row.state is InstanceState.READY:
@@ -434,12 +455,17 @@ class _Run:
         events = Counter(e.kind for e in every_event)
         storage = self._storage_by_tier(self.workload.duration)
         boots = boot_paths(every_event, self.start)
+        mix = variant_hours(rows, self.start, self.workload.duration, self.mixed)
         for name, outcome in list(report.tiers.items()):
             dollars, seconds = per_tier.get(name, (0.0, 0.0))
+            gpu_hours = seconds * self.fleet.models[name].gpu_count / 3600.0
+            if name in mix:  # a mixed fleet's GPUs, machine by machine
+                gpu_hours = sum(hours * count for (_, count), hours in mix[name].items())
             report.tiers[name] = dataclasses.replace(
                 outcome,
                 cost=dollars,
-                gpu_hours=seconds * self.fleet.models[name].gpu_count / 3600.0,
+                gpu_hours=gpu_hours,
+                variants={hardware_label(gpu, count): round(h, 3) for (gpu, count), h in mix.get(name, {}).items()},
                 interruptions=int(interrupted.get(name, 0)),
                 pool_storage_cost=storage.get(name, 0.0),
                 boots=boots.get(name, {"warm": 0, "cold": 0, "resume_failed": 0}),

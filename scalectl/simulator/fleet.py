@@ -15,6 +15,7 @@ import numpy as np
 
 from scalectl.policies.types import Signals
 from scalectl.simulator.batch_pool import BatchPool, BatchRecord
+from scalectl.simulator.mixed_pool import MixedPool
 from scalectl.simulator.serving_pool import HoldBounds, PoolRecord, ServingPool
 from scalectl.simulator.workloads.opening import OpeningTraffic, opening_drawn
 from scalectl.simulator.workloads.sources import BatchTasks, PoissonSource, TraceSource, sessions_source
@@ -49,6 +50,9 @@ class TierModel:
     profile: EngineProfile | None  # None for batch tiers (tasks have their own run time)
     window_s: float = 60.0
     hold: HoldBounds | None = None  # the activator's bounds at zero (None: off, or not a configured tier)
+    # A tier with variants: every hardware it may run on, the primary first (``hardware_label`` -> its
+    # engine and what one instance is worth in primary units). Empty: the tier runs on ``gpu`` alone.
+    variants: Mapping[str, tuple[EngineProfile, float]] = field(default_factory=dict)
 
     @property
     def kind(self) -> Literal["serving", "batch"]:
@@ -77,12 +81,36 @@ def tier_models(workload: Workload, tiers: Mapping[str, TierLike]) -> dict[str, 
         profile = None
         if not isinstance(load, BatchLoad):
             profile = engine_for(tier)
+        variants = _variants(tier, load, profile)
         activator = getattr(tier, "activator", None)  # TierSpec has one; other TierLikes may not
         hold = None
         if activator is not None and activator.enabled:
             hold = HoldBounds(activator.max_held, activator.max_wait)
-        models[name] = TierModel(name, load, info.name, tier.gpu_count, price, profile, hold=hold)
+        models[name] = TierModel(name, load, info.name, tier.gpu_count, price, profile, hold=hold, variants=variants)
     return models
+
+
+def _variants(tier: TierLike, load: TierLoad, profile: EngineProfile | None) -> dict[str, tuple[EngineProfile, float]]:
+    """Each hardware of a tier with ``variants`` (``TierSpec.hardware``): its engine, as the daemon would
+    tune it there, and its worth in primary units (the controller's figure, which routing weights by)."""
+    listed = getattr(tier, "variants", ())
+    if not listed or profile is None:
+        return {}
+    if not isinstance(load, PoissonLoad | TraceLoad):
+        raise ValueError(
+            "variants are simulated for open-loop loads (kind: poisson or trace) only: a closed-loop session's "
+            "next request depends on the instance its last one ran on; remove `variants:` or use an open-loop load"
+        )
+    out: dict[str, tuple[EngineProfile, float]] = {}
+    for gpu, count in tier.hardware:  # type: ignore[attr-defined]  # TierSpec's: those with variants have it
+        engine = profile if not out else launched_engine(tier.serving, gpu, count)
+        out[hardware_label(gpu, count)] = (engine, float(tier.capacity_units(gpu, count)))  # type: ignore[attr-defined]
+    return out
+
+
+def hardware_label(gpu: str, gpu_count: int) -> str:
+    """``H100-SXM5-80GB``, or ``2× L40S-48GB``: how reports name a variant (as `scalectl status` does)."""
+    return gpu if gpu_count == 1 else f"{gpu_count}× {gpu}"
 
 
 @dataclass(slots=True)
@@ -102,7 +130,7 @@ class Fleet:
     def __init__(self, workload: Workload, models: Mapping[str, TierModel], warmup_s: float = 0.0) -> None:
         self.workload = workload
         self.models = dict(models)
-        self.serving: dict[str, ServingPool] = {}
+        self.serving: dict[str, ServingPool | MixedPool] = {}
         self.batch: dict[str, BatchPool] = {}
         self._sources: dict[str, object] = {}
         self._tasks: dict[str, BatchTasks] = {}
@@ -123,7 +151,13 @@ class Fleet:
             timeout, hold = None, None
             if isinstance(load, PoissonLoad | TraceLoad):
                 timeout, hold = load.client_timeout, model.hold
-            self.serving[name] = ServingPool(model.profile, model.window_s, timeout, hold)
+            if model.variants:
+                pools = {label: ServingPool(engine, model.window_s, timeout, hold)
+                         for label, (engine, _) in model.variants.items()}  # fmt: skip
+                units = {label: worth for label, (_, worth) in model.variants.items()}
+                self.serving[name] = MixedPool(pools, units, workload.seed)
+            else:
+                self.serving[name] = ServingPool(model.profile, model.window_s, timeout, hold)
             if isinstance(load, SessionsLoad):
                 self._sources[name] = sessions_source(name, load, workload, model.profile)
             elif isinstance(load, PoissonLoad | TraceLoad):
@@ -160,6 +194,12 @@ class Fleet:
         self._members[tier] = (ready_set, drain_set)
         pool = self.serving.get(tier) or self.batch[tier]
         pool.set_instances(ready_set, drain_set, now)
+
+    def place(self, tier: str, iid: str, gpu: str, gpu_count: int) -> None:
+        """The hardware an instance of a tier with variants runs on (others: nothing to know)."""
+        pool = self.serving.get(tier)
+        if isinstance(pool, MixedPool):
+            pool.place(iid, hardware_label(gpu, gpu_count))
 
     def interrupt(self, tier: str, ids: Iterable[str], now: float) -> int:
         """Instances lost without notice (spot preemption). Returns how many requests/tasks were retried."""

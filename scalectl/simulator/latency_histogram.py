@@ -41,6 +41,13 @@ class LatencyHistogram:
         twin._counts, twin._total = self._counts.copy(), self._total
         return twin
 
+    def plus(self, other: LatencyHistogram) -> LatencyHistogram:
+        """Both windows' samples in one histogram (a tier's variants each keep their own)."""
+        twin = self.copy()
+        twin._counts += other._counts
+        twin._total += other._total
+        return twin
+
     @property
     def total(self) -> int:
         return self._total

@@ -48,6 +48,8 @@ class TierOutcome:
     pool_storage_cost: float = 0.0  # $ of ``cost`` that stopped warm pool members' disks billed
     # boots by path: cold creates, warm starts of pool members, and starts refused or not serving in time
     boots: dict[str, int] = field(default_factory=lambda: {"warm": 0, "cold": 0, "resume_failed": 0})
+    # a tier with variants: instance-hours on each hardware (``H100-SXM5-80GB``, ``2× L40S-48GB``); else empty
+    variants: dict[str, float] = field(default_factory=dict)
 
     @property
     def slo_attainment(self) -> float | None:
@@ -283,6 +285,15 @@ class Report:
                     "were refused by vLLM: prompt + output over the tier's max_model_len (HTTP 400; counted as "
                     "misses); raise serving.max_model_len (or context_target) to the traffic's longest context"
                 )
+        return lines
+
+    def variant_lines(self) -> list[str]:
+        """One line per tier with variants: the instance-hours each of its hardware ran."""
+        lines = []
+        for t in self.tiers.values():
+            if t.variants:
+                mix = ", ".join(f"{label} {hours:,.1f}" for label, hours in t.variants.items())
+                lines.append(f"tier {t.tier}: instance-hours by variant: {mix}")
         return lines
 
     def rollout_lines(self) -> list[str]:

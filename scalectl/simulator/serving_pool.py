@@ -500,6 +500,20 @@ class ServingPool:
         """Requests waiting at the load balancer for an instance to go to (the activator, at zero)."""
         return len(self._unrouted)
 
+    def take_held(self) -> Requests:
+        """Hand over the requests waiting at the balancer (a tier's variants: to a pool that has instances)."""
+        held, self._unrouted = self._unrouted, empty()
+        return held
+
+    def add_held(self, requests: Requests) -> None:
+        """Requests to route with the next tick's arrivals (held elsewhere until now)."""
+        if len(requests):
+            self._unrouted = Requests.concat([self._unrouted, requests])
+
+    def ttft_window(self) -> LatencyHistogram:
+        """The sliding window's TTFT histogram (what ``signals`` reads its quantiles from)."""
+        return self._hist
+
     def in_flight_by_instance(self) -> dict[str, int]:
         counts = np.bincount(self._inflight.icol(INST), minlength=len(self._ids))
         return {iid: int(counts[s]) for iid, s in self._slot_of.items()}

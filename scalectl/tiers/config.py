@@ -15,10 +15,11 @@ from scalectl.policies.durations import Duration
 from scalectl.policies.registry import KINDS
 from scalectl.policies.spec import PolicySpec, ReactiveRules
 from scalectl.providers.registry import UnknownProviderType, capabilities_of, check_options
-from scalectl.sizing.errors import UnknownModel
+from scalectl.sizing.errors import SizingError, UnknownModel
 from scalectl.sizing.gpus import UnknownGpu, gpu_info, normalize_gpu
 from scalectl.sizing.models import lookup_model
 from scalectl.sizing.spec import ServingSpec
+from scalectl.sizing.vllm_args import tune_vllm_args
 from scalectl.sources.spec import SignalsSpec
 from scalectl.tiers.disruption import DisruptionWindow, parse_budget
 from scalectl.tiers.errors import ConfigError
@@ -107,6 +108,25 @@ class WarmPoolSpec(_Strict):
         return self.size if isinstance(self.size, int) else None
 
 
+class Variant(_Strict):
+    """Other hardware that can serve the tier's model (docs/configuration.md, "variants")."""
+
+    gpu: str
+    gpu_count: int = Field(1, ge=1, le=16)
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu_in_the_catalogue(cls, value: str) -> str:
+        try:
+            return normalize_gpu(value)
+        except UnknownGpu as exc:
+            raise ValueError(f"{exc}; set the variant's `gpu:` to one of them") from None
+
+    @property
+    def label(self) -> str:
+        return f"{self.gpu_count}× {self.gpu}"
+
+
 class TierSpec(_Strict):
     capacity: Literal["on-demand", "spot"]
     fallback: Literal["on-demand"] | None = None
@@ -134,6 +154,9 @@ class TierSpec(_Strict):
     disruption_windows: tuple[DisruptionWindow, ...] = ()
     activator: ActivatorSpec = Field(default_factory=ActivatorSpec)
     warm_pool: WarmPoolSpec | None = None
+    # Other hardware that can serve the model; placement fills the needed capacity with the cheapest
+    # capacity per dollar across them and the primary (controller/reconciler/placement.py).
+    variants: tuple[Variant, ...] = ()
 
     @model_validator(mode="before")
     @classmethod
@@ -188,6 +211,7 @@ class TierSpec(_Strict):
                 "policy has none (only min-floor and predictive in target mode, the default, forecast); set a "
                 "number of stopped instances, e.g. `size: 2`"
             )
+        self._variants_hold_the_model()
         if pool is not None and self.capacity == "spot":
             raise ValueError(
                 "warm_pool needs capacity: on-demand (RunPod, EC2 and the simulated cloud cannot stop spot "
@@ -195,6 +219,67 @@ class TierSpec(_Strict):
                 "capacity: on-demand"
             )
         return self
+
+    def _variants_hold_the_model(self) -> None:
+        """Each variant must serve the model as ``scalectl vllm-args`` would tune it there: a variant that
+        cannot hold it would fail every launch placed on it."""
+        if not self.variants:
+            return
+        from scalectl.sizing.variants import capacity_units  # the engine model (numpy): only tiers with variants
+
+        primary = (normalize_gpu(self.gpu), self.gpu_count)
+        try:
+            tune_vllm_args(self.serving, *primary)
+        except UnknownModel as exc:
+            raise ValueError(
+                f"variants: cannot size serving.model ({exc}); variants are counted by the engine model, which "
+                "needs a model the catalogue knows or serving.config_json; set one, or remove `variants:`"
+            ) from None
+        except SizingError as exc:
+            raise ValueError(
+                f"variants: are counted in instances of the tier's own gpu, which cannot serve the model "
+                f"({exc}); fix gpu/gpu_count first, or remove `variants:`"
+            ) from None
+        seen = {primary}
+        for i, variant in enumerate(self.variants):
+            where = f"variants[{i}] ({variant.label})"
+            if (variant.gpu, variant.gpu_count) in seen:
+                same = "the tier's own gpu/gpu_count" if (variant.gpu, variant.gpu_count) == primary else "listed twice"
+                raise ValueError(f"{where}: {same}; remove it")
+            seen.add((variant.gpu, variant.gpu_count))
+            try:
+                tune_vllm_args(self.serving, variant.gpu, variant.gpu_count)
+                capacity_units(self.serving, variant.gpu, variant.gpu_count, *primary)
+            except SizingError as exc:
+                raise ValueError(
+                    f"{where} cannot hold the model: {exc}. Fix the variant (a larger GPU or a higher "
+                    "gpu_count; `scalectl plan` lists what fits) or remove it from `variants:`"
+                ) from None
+
+    @property
+    def hardware(self) -> tuple[tuple[str, int], ...]:
+        """(GPU, GPUs per instance) the tier may run on: its own first, then its variants, canonical names."""
+        return ((_canonical(self.gpu), self.gpu_count), *((v.gpu, v.gpu_count) for v in self.variants))
+
+    def on(self, gpu: str, gpu_count: int) -> TierSpec:
+        """The tier as served on one of its variants (its servers tuned for that GPU): the same tier when it
+        is the tier's own hardware."""
+        if not self.variants or (_canonical(gpu), gpu_count) == self.hardware[0]:
+            return self
+        return self.model_copy(update={"gpu": gpu, "gpu_count": gpu_count, "variants": ()})
+
+    def capacity_units(self, gpu: str, gpu_count: int) -> float:
+        """What one instance on ``gpu_count``× ``gpu`` is worth in instances of the tier's own hardware
+        (``scalectl.sizing.variants``); 1.0 for a tier without variants, and for its own hardware."""
+        if not self.variants:  # the usual case, asked per offer and per instance every tick: nothing to look up
+            return 1.0
+        gpu = _canonical(gpu)
+        if (gpu, gpu_count) == self.hardware[0]:
+            return 1.0
+        from scalectl.sizing.variants import capacity_units  # the engine model (numpy): only tiers with variants
+
+        own, count = self.hardware[0]
+        return capacity_units(self.serving, gpu, gpu_count, own, count)
 
     def catalogue_price_per_hour(self) -> float | None:
         """$/hour for one instance at the catalogue price × gpu_count (the spot price for spot tiers when the
@@ -279,6 +364,14 @@ class FleetConfig(_Strict):
                 f"prices (${cost:g}/h: {parts}); raise budget_per_hour or lower a tier's min"
             )
         return self
+
+
+def _canonical(gpu: str) -> str:
+    """The catalogue's name for a GPU spelling; an unknown one as written."""
+    try:
+        return normalize_gpu(gpu)
+    except UnknownGpu:
+        return gpu
 
 
 def _stops(provider_type: str) -> bool:

@@ -18,11 +18,14 @@ class RoutingError(Exception):
 class Endpoint:
     address: str  # "host:port" of a ready vLLM server
     instance_id: str | None = None
+    weight: int = 1  # share of the tier's requests, relative to the others (a tier's variants: by capacity)
 
     def __post_init__(self) -> None:
         match = _HOST_PORT.match(self.address)
         if match is None or not 0 < int(match.group(2)) < 65536:
             raise ValueError(f"endpoint address must be host:port, got {self.address!r}")
+        if not 1 <= self.weight <= 1000:
+            raise ValueError(f"endpoint weight must be 1-1000, got {self.weight}")
 
 
 @dataclass(frozen=True, slots=True)

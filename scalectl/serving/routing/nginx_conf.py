@@ -1,6 +1,8 @@
 """Render one tier's nginx configuration (pure). Included inside ``http { }``.
 
 Stateless tiers use ``least_conn``: long streaming generations make round-robin pile up on one server.
+A tier with variants gives each server a ``weight`` by its capacity: ``least_conn`` divides active
+connections by weight, so an instance twice another's size carries twice its requests.
 Session-affinity tiers hash ``X-Session-Id`` consistently, so a conversation returns to the instance that
 holds its KV cache and adding or removing one instance moves only ~1/N of the sessions; requests without
 the header hash on ``$request_id`` and spread. An upstream with no servers is an nginx error, so an empty
@@ -25,6 +27,7 @@ def upstream_name(tier: str) -> str:
 def render_tier(route: TierRoute, endpoints: Sequence[Endpoint]) -> str:
     name = upstream_name(route.name)
     addresses = sorted({e.address for e in endpoints})  # stable order: no reload when only order changed
+    weights = {e.address: e.weight for e in endpoints}
     out = [HEADER, f"# tier {route.name}: {len(addresses)} ready instance(s)\n"]
     if route.session_affinity:
         key = f"${name}_session"
@@ -36,7 +39,10 @@ def render_tier(route: TierRoute, endpoints: Sequence[Endpoint]) -> str:
     out.append(f"upstream {name} {{\n    {balance}\n")
     if addresses:
         for address in addresses:
-            out.append(f"    server {address} max_fails={route.max_fails} fail_timeout={route.fail_timeout_s}s;\n")
+            weight = f" weight={weights[address]}" if weights[address] != 1 else ""
+            out.append(
+                f"    server {address}{weight} max_fails={route.max_fails} fail_timeout={route.fail_timeout_s}s;\n"
+            )
         out.append("    keepalive 32;\n")
     elif activating:
         out.append("    # no ready instance: the activator holds requests until one is\n")

@@ -162,3 +162,18 @@ async def test_spread_affinity_reload_and_empty(nginx, backends) -> None:
             break
         time.sleep(0.05)
     assert set(_hits(batch_url, 10)) == {"b"}
+
+
+async def test_weights_split_requests_by_capacity(nginx, backends) -> None:
+    """A tier with variants: each server's weight is its capacity. Requests one after another (no connection
+    open) go by weighted round robin under least_conn: an instance of weight 10 takes ten for every three the
+    weight-3 one takes."""
+    target, _ = nginx
+    port = free_port()
+    route = TierRoute("mixed", listen=f"127.0.0.1:{port}")
+    await target.apply(route, [Endpoint(backends["a"], weight=10), Endpoint(backends["b"], weight=3)])
+    url = f"http://127.0.0.1:{port}/v1/chat/completions"
+    _wait_for(url, lambda r: r.status_code == 200)
+    hits = _hits(url, 130)
+    assert set(hits) == {"a", "b"}, hits
+    assert 2.5 <= hits["a"] / hits["b"] <= 4.0, hits
