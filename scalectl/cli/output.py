@@ -44,6 +44,7 @@ def emit(data: Any, fmt: Format, *, columns: Sequence[str] | None = None, title:
         sys.stdout.write(yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False))
         return
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console(width=max(Console().width, 120))
@@ -57,7 +58,8 @@ def emit(data: Any, fmt: Format, *, columns: Sequence[str] | None = None, title:
     for col in columns:
         table.add_column(col)
     for row in rows:
-        table.add_row(*[_cell(row.get(col)) for col in columns])
+        # Cells are data, not markup: a reason's "[out: …]" would otherwise be read as a style tag and dropped.
+        table.add_row(*[escape(_cell(row.get(col))) for col in columns])
     console.print(table)
 
 
