@@ -5,7 +5,8 @@ Every tick with a settled fleet (the ready count unchanged for ``SETTLE_S``) fil
 instance, whether the held TTFT quantile met the target and, when it did, 1/TTFT, in bins of ``BIN`` of
 the prior fading with a ``CAP_HALF_LIFE_S`` half-life. A window that held is filed at the baseline rate (it
 held at least that); one that breached at the highest rate the window saw (a burst the baseline still lags
-broke it, not the baseline), or at the highest the current backlog arrived under (its requests still wait).
+broke it, not the baseline), or at the highest the current backlog arrived under (its requests still wait,
+and for a reading window after it is served the window's quantile still holds them).
 Not filed: a breach whose baseline is below ``TOO_LITTLE`` of the prior (a slow request, not load) or one
 while a backlog drains (that wait is the backlog's).
 
@@ -36,6 +37,7 @@ from scalectl.policies.core.constants import (
     MAX_BIN,
     MIN_WEIGHT,
     SETTLE_S,
+    STABLE_HALF_LIFE_S,
     TOO_LITTLE,
 )
 
@@ -49,8 +51,10 @@ class CapacityState:
     last_t: float | None = None  # when the bins last faded
     bins: Mapping[int, tuple[float, float, float]] = field(default_factory=dict)  # bin → (good, bad, Σ 1/TTFT)
     # the highest load per ready instance since the current backlog began (None: nothing waits): the load its
-    # queued requests arrived under, which their latency still shows after the load has fallen
+    # queued requests arrived under, which their latency still shows after the load has fallen, and for a
+    # reading window after the backlog is gone (the window's quantile still holds the requests that waited)
     backlog_peak: float | None = None
+    backlog_at: float | None = None  # the last tick anything waited
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +65,7 @@ class CapacityState:
             "last_t": self.last_t,
             "bins": {str(i): list(v) for i, v in self.bins.items()},
             "backlog_peak": self.backlog_peak,
+            "backlog_at": self.backlog_at,
         }
 
     @classmethod
@@ -76,6 +81,7 @@ class CapacityState:
             data.get("last_t"),
             bins,
             data.get("backlog_peak"),
+            data.get("backlog_at"),
         )
 
 
@@ -104,8 +110,10 @@ def observe(
     settled = state.ready == ready and state.ready_since is not None and now - state.ready_since >= SETTLE_S
     since = state.ready_since if state.ready == ready else now
     load = max(rate, peak) / max(ready, 1)
-    backlog_peak = max(load, state.backlog_peak or 0.0) if waiting else None
-    base = CapacityState(prior, ready, since, waiting, state.last_t, bins, backlog_peak)
+    backlog_at = now if waiting else state.backlog_at
+    recent = backlog_at is not None and now - backlog_at <= STABLE_HALF_LIFE_S  # still in the reading window
+    backlog_peak = max(load, state.backlog_peak or 0.0) if waiting else (state.backlog_peak if recent else None)
+    base = CapacityState(prior, ready, since, waiting, state.last_t, bins, backlog_peak, backlog_at)
     if not settled or ready < 1 or ttft is None:
         return base
     breached = ttft > target
@@ -118,7 +126,7 @@ def observe(
     i = min(MAX_BIN, int(share / BIN + 1e-9))  # 6.0 / 10 / 0.05 is 11.999…: bin 12
     g, b, s = bins.get(i, (0.0, 0.0, 0.0))
     bins[i] = (g, b + 1, s) if breached else (g + 1, b, s + 1 / max(ttft, 1e-6))
-    return CapacityState(prior, ready, since, waiting, now, bins, backlog_peak)
+    return CapacityState(prior, ready, since, waiting, now, bins, backlog_peak, backlog_at)
 
 
 def used(state: CapacityState, prior: float, target: float, *, learn: bool) -> Capacity:

@@ -86,7 +86,15 @@ def test_a_breach_while_a_bursts_backlog_still_waits_is_filed_at_the_load_it_arr
         state = observe(state, now=now, prior=PRIOR, rate=3.0 * READY, ready=READY, ttft=3.0, target=TARGET,
                         waiting=400, peak=3.0 * READY)  # fmt: skip
     assert state.backlog_peak == pytest.approx(20.0)
+    for _ in range(4):  # the backlog served, but the reading window's quantile still holds who waited (60 s)
+        now += 15.0
+        state = observe(state, now=now, prior=PRIOR, rate=3.0 * READY, ready=READY, ttft=3.0, target=TARGET,
+                        waiting=0, peak=3.0 * READY)  # fmt: skip
+    assert state.backlog_peak == pytest.approx(20.0)
     assert estimate(state, PRIOR, TARGET).per_instance >= PRIOR  # no knee below the prior
+    now += 15.0  # a window later the backlog is history
+    state = observe(state, now=now, prior=PRIOR, rate=3.0 * READY, ready=READY, ttft=0.3, target=TARGET, waiting=0)
+    assert state.backlog_peak is None
 
 
 def test_a_breach_under_a_light_baseline_is_a_slow_request_whatever_the_peak() -> None:
