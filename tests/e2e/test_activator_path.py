@@ -58,39 +58,44 @@ class Answer:
     error: str | None = None
 
 
-def stream_one(url: str) -> Answer:
-    started = time.monotonic()
-    try:
-        with (
-            httpx.Client(timeout=120) as client,
-            client.stream("POST", url, json=BODY) as r,
-        ):
-            chunks, done = 0, False
-            for line in r.iter_lines():
-                if line == "data: [DONE]":
-                    done = True
-                elif line.startswith("data: "):
-                    chunks += 1
-            headers = r.headers
-            return Answer(
-                r.status_code,
-                chunks,
-                done,
-                headers.get("x-scalectl-upstream", ""),
-                headers.get("x-scalectl-activator"),
-                headers.get("retry-after"),
-                time.monotonic() - started,
-            )
-    except httpx.HTTPError as exc:
-        return Answer(0, 0, False, "", None, None, time.monotonic() - started, f"{type(exc).__name__}: {exc}")
+def stream_one(url: str, together: threading.Barrier | None = None) -> Answer:
+    """One streamed request; with ``together``, sent once every other thread's client is built too (a
+    loaded machine starts threads slowly, and a late one would find the tier already awake)."""
+    with httpx.Client(timeout=120) as client:
+        if together is not None:
+            together.wait(60)
+        started = time.monotonic()
+        try:
+            with client.stream("POST", url, json=BODY) as r:
+                chunks, done = 0, False
+                for line in r.iter_lines():
+                    if line == "data: [DONE]":
+                        done = True
+                    elif line.startswith("data: "):
+                        chunks += 1
+                headers = r.headers
+                return Answer(
+                    r.status_code,
+                    chunks,
+                    done,
+                    headers.get("x-scalectl-upstream", ""),
+                    headers.get("x-scalectl-activator"),
+                    headers.get("retry-after"),
+                    time.monotonic() - started,
+                )
+        except httpx.HTTPError as exc:
+            elapsed = time.monotonic() - started
+            return Answer(0, 0, False, "", None, None, elapsed, f"{type(exc).__name__}: {exc}")
 
 
 def concurrently(url: str, n: int) -> list[Answer]:
     answers: list[Answer] = []
     lock = threading.Lock()
 
+    together = threading.Barrier(n)
+
     def work() -> None:
-        answer = stream_one(url)
+        answer = stream_one(url, together)
         with lock:
             answers.append(answer)
 
