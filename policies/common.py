@@ -23,13 +23,17 @@ def num(value: float) -> str:
 
 
 def dur(seconds: float) -> str:
-    """A duration for a reason: 31s, 5m, 4m59s (whole seconds from 10 s up, tenths below)."""
+    """A duration for a reason: 31s, 5m, 4m59s, 26h32m2s (whole seconds from 10 s up, tenths below)."""
     seconds = round(seconds) if seconds >= 10 else round(seconds, 1)
     if seconds >= 86400 and seconds % 86400 == 0:
         return f"{seconds / 86400:g}d"
     if seconds >= 60 and seconds % 60 != 0 and seconds < 3600:
         minutes, rest = divmod(seconds, 60)
         return f"{int(minutes)}m{rest:g}s"
+    if seconds >= 3600 and seconds % 3600 != 0:  # 26h32m2s, not 95522s
+        hours, rest = divmod(int(seconds), 3600)
+        minutes, secs = divmod(rest, 60)
+        return f"{hours}h" + (f"{minutes}m" if minutes else "") + (f"{secs}s" if secs else "")
     return format_duration(round(seconds, 3))
 
 
