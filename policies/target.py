@@ -59,13 +59,15 @@ def evaluate(rules: ReactiveRules, floor: int, inp: PolicyInput) -> Decision:
     core = inp.state.core if inp.state.core is not None else CoreState()
     tick_s = inp.now - core.last_t if core.last_t is not None and inp.now > core.last_t else None
     readings = _readings(rules, inp, learned, tick_s)
+    held, held_name = tail_ttft(rules, signals)
     known = any(r.count is not None for r in readings)
     inputs = CoreInputs(
         readings=readings,
         current=inp.current,
         ready=inp.current - inp.booting,
         floor=floor,
-        ttft_s=tail_ttft(rules, signals)[0],
+        ttft_s=held,
+        ttft_body_s=signals.ttft_p95_s if held_name == "p99" else None,
         ttft_target_s=rules.ttft_target,
         horizon_s=inp.boot_time,
         read_at=inp.now if known else None,

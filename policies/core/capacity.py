@@ -7,8 +7,9 @@ the prior fading with a ``CAP_HALF_LIFE_S`` half-life. A window that held is fil
 held at least that); one that breached at the highest rate the window saw (a burst the baseline still lags
 broke it, not the baseline), or at the highest the current backlog arrived under (its requests still wait,
 and for a reading window after it is served the window's quantile still holds them).
-Not filed: a breach whose baseline is below ``TOO_LITTLE`` of the prior (a slow request, not load) or one
-while a backlog drains (that wait is the backlog's).
+Not filed: a breach whose baseline is below ``TOO_LITTLE`` of the prior (a slow request, not load), one
+while a backlog drains (that wait is the backlog's), and a p99 breach with the p95 within the target and
+nothing waiting (a few requests slow by themselves, such as a long prompt's prefill: queueing delays most).
 
 - **Down**: the lowest well-observed bin that mostly breached, above one that held, is the knee. Only a
   knee brings the figure below the prior: a fleet that held has not shown where it breaks.
@@ -103,6 +104,7 @@ def observe(
     target: float,
     waiting: float | None,
     peak: float = 0.0,
+    body: float | None = None,
 ) -> CapacityState:
     """``rate``: the baseline arrival rate; ``peak``: the highest rate of the reading window (``DemandState.peak``)."""
     bins = dict(state.bins) if state.prior == prior else {}
@@ -118,6 +120,8 @@ def observe(
         return base
     breached = ttft > target
     if breached and (rate / ready / prior < TOO_LITTLE or draining):  # a slow request under a light baseline
+        return base
+    if breached and body is not None and body <= target and not waiting:  # a few slow requests, nobody queued
         return base
     share = (max(load, backlog_peak or 0.0) if breached else rate / ready) / prior
     if state.last_t is not None and now > state.last_t:

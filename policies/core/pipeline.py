@@ -61,6 +61,7 @@ class CoreInputs:
     read_at: float | None  # when the readings were taken; None: unknown
     pace: behaviour.Pace = field(default_factory=behaviour.Pace)
     learn: bool = True  # learn capacity from the fleet (False: the prior is the capacity)
+    ttft_body_s: float | None = None  # a lower quantile (p95 under a held p99): within it, few requests waited
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +225,7 @@ def _measure(
         peak=dem.peak,
         ready=inputs.ready,
         ttft=inputs.ttft_s,
+        body=inputs.ttft_body_s,
         target=inputs.ttft_target_s,
         waiting=reading.backlog,
     )

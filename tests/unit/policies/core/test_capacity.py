@@ -110,6 +110,25 @@ def test_a_breach_under_a_light_baseline_is_a_slow_request_whatever_the_peak() -
     assert estimate(state, PRIOR, TARGET).per_instance == PRIOR
 
 
+def test_a_p99_breach_with_the_p95_within_target_and_nobody_waiting_is_a_few_slow_requests() -> None:
+    """Long prompts (a 100 k-token conversation turn prefills for seconds by itself) put the p99 over the target
+    at any load while the p95 holds and nothing queues: not load. Read as load, those windows made a knee at
+    0.3x the prior (Mooncake). Where the p95 is over too, most requests waited: load."""
+
+    def run(body: float) -> CapacityState:
+        state, now = CapacityState(), T0
+        for n in range(60):  # held at 2 per instance; every other window at 4 has its p99 over the target
+            now += 15.0
+            load, over = (2.0, False) if n < 30 else (4.0, n % 2 == 1)
+            ttft, p95 = (0.9, body) if over else (0.3, 0.2)
+            state = observe(state, now=now, prior=PRIOR, rate=load * READY, ready=READY, ttft=ttft,
+                            target=TARGET, waiting=0, body=p95)  # fmt: skip
+        return state
+
+    assert estimate(run(body=0.4), PRIOR, TARGET).per_instance == PRIOR  # the tail alone: no knee
+    assert estimate(run(body=0.7), PRIOR, TARGET).per_instance < 0.5 * PRIOR  # the body too: the knee at 4
+
+
 def test_a_fleet_well_below_the_prior_keeps_the_prior() -> None:
     # holding at half the prior says nothing about twice the prior: the evidence reaches 0.69×, the prior stands
     cap = estimate(fleet([3.0, 4.0, 5.0], queue_latency(30.0)), PRIOR, TARGET)
