@@ -74,8 +74,10 @@ def shared_study(storage: str, name: str, tier: str, slo_target: float, seed: in
     assert study is not None  # every path without one raised
     attrs = study.user_attrs
     if "tier" not in attrs:
-        study.set_user_attr("tier", tier)
+        # "tier" is what another worker checks, so it is written last: a worker reading between the two
+        # writes would otherwise find the tier without its --slo and refuse a study that matches it
         study.set_user_attr("slo_target", slo_target)
+        study.set_user_attr("tier", tier)
     elif (attrs["tier"], attrs.get("slo_target")) != (tier, slo_target):
         raise TuneInputError(
             f'--study "{name}" searches tier "{attrs["tier"]}" at --slo {attrs.get("slo_target")}, not tier "{tier}" '
