@@ -173,10 +173,18 @@ def _observe_tokens_per_request(learned: dict[str, float], signals: Signals) -> 
     tokens, requests = computed_tokens(signals), signals.request_rate
     if not tokens or not requests:
         return learned
-    per_request, ref = tokens / requests, learned.get(_TPR_REF)
-    if ref is not None and abs(math.log(per_request / ref)) <= math.log(1 + SERVICE_DRIFT):
-        return learned
-    return {**learned, _TPR_REF: round(per_request, 1)}
+    ref = learned.get(_TPR_REF)
+    followed = _followed(ref, tokens / requests, digits=1)
+    return learned if followed == ref else {**learned, _TPR_REF: followed}
+
+
+def _followed(ref: float | None, measured: float, *, digits: int) -> float:
+    """A prior's reference: the measured figure (rounded to ``digits``) once it drifts past ``SERVICE_DRIFT``
+    (or at first), else as it was. A new prior restarts what capacity has learned, so it must not move with
+    every tick's noise."""
+    if ref is None or abs(math.log(measured / ref)) > math.log(1 + SERVICE_DRIFT):
+        return round(measured, digits)
+    return ref
 
 
 def _observe_service(learned: Mapping[str, float], now: float, signals: Signals) -> dict[str, float]:
@@ -199,8 +207,5 @@ def _observe_service(learned: Mapping[str, float], now: float, signals: Signals)
     out[_SVC_BUSY], out[_SVC_DONE] = round(busy, 4), round(done, 4)
     if done < SERVICE_MIN_FINISHED or busy <= 0:
         return out
-    svc = busy / done
-    ref = out.get(_SVC_REF)
-    if ref is None or abs(math.log(svc / ref)) > math.log(1 + SERVICE_DRIFT):
-        out[_SVC_REF] = round(svc, 4)
+    out[_SVC_REF] = _followed(out.get(_SVC_REF), busy / done, digits=4)
     return out
