@@ -49,6 +49,11 @@ def diff_config(current: dict[str, dict[str, Any]], fleet: FleetConfig) -> list[
     return changes
 
 
+def _latest(session: Session) -> ConfigVersion | None:
+    """The last applied version's row (None before the first apply)."""
+    return session.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()
+
+
 def _parse_version(version: ConfigVersion | None) -> FleetConfig | None:
     return None if version is None else parse_stored(version.text, version.version)
 
@@ -92,7 +97,7 @@ class ConfigStore:
         if cached is not None and cached[0] == version:
             return cached[1]
         with self.sessions() as s:
-            latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()
+            latest = _latest(s)
             fleet = _parse_version(latest)
             self._cache = (latest.version if latest is not None else None, fleet)
             return fleet
@@ -128,7 +133,7 @@ class ConfigStore:
         """What a new file is compared with (`diff`, `apply`): the latest version's tiers, canonical; a version
         this release refuses reads as its tier names alone (``_stored_tiers``)."""
         with self.sessions() as s:
-            latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()
+            latest = _latest(s)
             return _stored_tiers(latest)
 
     def version(self) -> int | None:
@@ -142,7 +147,7 @@ class ConfigStore:
 
         self._cache = None
         with self.sessions.begin() as s:
-            latest = s.scalars(select(ConfigVersion).order_by(ConfigVersion.version.desc()).limit(1)).first()
+            latest = _latest(s)
             current = _stored_tiers(latest)
             changes = diff_config(current, fleet)
             same_text = latest is not None and latest.digest == config_digest(text)
